@@ -1,0 +1,30 @@
+"""certify: formal certificates for neural networks.
+
+The Python API re-exports the model layer (`load_onnx`, `from_torch`, `Network`) and the
+certificate functions of the sub-packages.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from models import Affine, Network, ReLU, load_onnx
+from models.errors import BadInput, ModelError, UnsupportedOperator
+
+__version__ = "0.1.0"
+
+__all__ = ["Affine", "BadInput", "ModelError", "Network", "ReLU", "UnsupportedOperator", "from_torch", "load_onnx"]
+
+# name -> module providing it; imported on first use to keep `import certify` light
+_LAZY: dict[str, str] = {
+    "from_torch": "models.torch_import",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'certify' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,78 @@
+"""Helpers shared by CLI commands: model loading, vector options, JSON/human output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import BadInput
+from ..vectors import parse_vector
+
+
+def add_model_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", metavar="MODEL", help="ONNX model file (.onnx)")
+
+
+def add_json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+
+
+def load_model(path: str):
+    """Load an ONNX model for the CLI (never unpickles: .pt/.pth files are refused)."""
+    from models import load_onnx
+
+    ext = os.path.splitext(path)[1].lower()
+    if ext in (".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".bin"):
+        raise BadInput(
+            f"{path}: the CLI loads ONNX only and never unpickles files; export the model with "
+            "torch.onnx.export, or use certify.from_torch in Python"
+        )
+    return load_onnx(path)
+
+
+def vector_arg(spec: str, name: str, length: int | None = None) -> np.ndarray:
+    return parse_vector(spec, name=name, length=length)
+
+
+def jsonable(obj: Any) -> Any:
+    """Convert numpy values (and non-finite floats, as strings) to plain JSON types."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return jsonable(obj.tolist())
+    if isinstance(obj, (np.bool_, bool)):
+        return bool(obj)
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating, float)):
+        f = float(obj)
+        return f if math.isfinite(f) else ("inf" if f > 0 else "-inf" if f < 0 else "nan")
+    if hasattr(obj, "to_dict"):
+        return jsonable(obj.to_dict())
+    return obj
+
+
+def emit(args: argparse.Namespace, result: dict, human: Callable[[dict], None]) -> int:
+    """Print `result` as one JSON object (--json) or through `human`."""
+    if getattr(args, "json", False):
+        print(json.dumps(jsonable(result)))
+    else:
+        human(result)
+    return 0
+
+
+def console():
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def fmt(x: float, digits: int = 6) -> str:
+    return f"{x:.{digits}g}" if isinstance(x, (int, float, np.floating)) else str(x)

@@ -1,0 +1,67 @@
+"""Parsing of vector arguments: comma-separated numbers or `@path` to a .npy, .json or .csv file."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Sequence
+
+import numpy as np
+
+from .errors import BadInput
+
+
+def parse_vector(spec: str | Sequence[float] | np.ndarray, name: str = "vector", length: int | None = None) -> np.ndarray:
+    """Return a finite float64 vector from `spec`.
+
+    `spec` is "0.1,-2,3e-1", "@values.npy" / "@values.json" / "@values.csv", or already a sequence.
+    With `length`, the vector must have exactly that many entries.
+    """
+    if isinstance(spec, str):
+        text = spec.strip()
+        if text.startswith("@"):
+            arr = _read_file(text[1:], name)
+        else:
+            parts = [p for p in text.replace(" ", "").split(",")]
+            if not text or any(p == "" for p in parts):
+                raise BadInput(f"{name}: expected comma-separated numbers or @file, got {spec!r}")
+            try:
+                arr = np.asarray([float(p) for p in parts], dtype=np.float64)
+            except ValueError:
+                raise BadInput(f"{name}: {spec!r} is not a list of numbers (use e.g. 0.1,-2,3)") from None
+    else:
+        try:
+            arr = np.asarray(spec, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise BadInput(f"{name}: not a numeric vector") from None
+    arr = arr.reshape(-1)
+    if not np.all(np.isfinite(arr)):
+        raise BadInput(f"{name} contains NaN or inf")
+    if length is not None and arr.size != length:
+        raise BadInput(f"{name} has {arr.size} values but the model takes {length} inputs")
+    return arr
+
+
+def _read_file(path: str, name: str) -> np.ndarray:
+    if not os.path.isfile(path):
+        raise BadInput(f"{name}: file {path} does not exist")
+    ext = os.path.splitext(path)[1].lower()
+    try:
+        if ext == ".npy":
+            return np.load(path, allow_pickle=False).astype(np.float64)
+        if ext == ".json":
+            with open(path) as fh:
+                return np.asarray(json.load(fh), dtype=np.float64)
+        if ext in (".csv", ".txt"):
+            return np.loadtxt(path, delimiter=",", dtype=np.float64, ndmin=1)
+    except (ValueError, TypeError, OSError, json.JSONDecodeError) as exc:
+        raise BadInput(f"{name}: cannot read {path} as numbers ({str(exc).splitlines()[0][:120]})") from None
+    raise BadInput(f"{name}: unsupported file type {ext or '(none)'}; use .npy, .json or .csv")
+
+
+def parse_positive(value: float, name: str, allow_zero: bool = False) -> float:
+    """Validate a positive finite scalar (radius, epsilon, time limit, ...)."""
+    v = float(value)
+    if not np.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+        raise BadInput(f"{name} must be a {'non-negative' if allow_zero else 'positive'} finite number, got {value}")
+    return v
