@@ -1,0 +1,1 @@
+"""Bounds, norms and solver back-ends (MILP, SDP). Never imports `certify`."""
