@@ -12,6 +12,7 @@ from typing import Any
 
 from .errors import BadInput, ModelError, UnsupportedOperator
 from .ir import Affine, ConvSpec, Network, ReLU, sequential
+from .onnx_export import save_onnx, to_onnx
 from .onnx_import import load_onnx, onnx_to_network
 
 __all__ = [
@@ -26,7 +27,9 @@ __all__ = [
     "from_torch",
     "load_onnx",
     "onnx_to_network",
+    "save_onnx",
     "sequential",
+    "to_onnx",
 ]
 
 

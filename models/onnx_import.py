@@ -39,10 +39,13 @@ def load_onnx(path: str | os.PathLike, check: bool = True, name: str | None = No
         data = fh.read()
     try:
         model = onnx.load_model_from_string(data)
-        onnx.checker.check_model(model)
-    except Exception as exc:  # onnx raises DecodeError, ValidationError, ...
+    except Exception as exc:  # protobuf DecodeError and friends
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"{path} is not a valid ONNX model ({first[:200]})") from None
+    if not model.graph.node:
+        raise ModelError(f"{path} is not a valid ONNX model (the graph has no nodes)")
+    # onnx.checker is not run: it rejects models onnxruntime executes (e.g. missing output
+    # shapes); the lowering plus the onnxruntime comparison is the stricter gate.
     net = onnx_to_network(model, name=name or os.path.splitext(os.path.basename(path))[0])
     if check:
         check_against_onnxruntime(net, data)
