@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr
 
@@ -40,19 +41,58 @@ def _log_sub(la: float, lb: float) -> float:
     return la + math.log(-math.expm1(lb - la))
 
 
+# log_ndtr and the arguments a -/+ b carry a few ulps of relative error each; this many ulps of
+# the magnitudes involved bound the error of the computed log delta (generously)
+_ULPS = 64 * 2.0**-52
+_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(24)
+
+
+def _log_delta_with_error(sigma: float, epsilon: float, sensitivity: float) -> tuple[float, float]:
+    """(log delta(sigma), a bound on its float64 error), Delta > 0, sigma > 0.
+
+    delta = Phi(a - b) - e^eps Phi(-a - b) = e^l1 (1 - e^x) with l1 = log Phi(a - b) and
+    x = eps + log Phi(-a - b) - l1 < 0, a = Delta/(2 sigma), b = eps sigma/Delta. An error eta in
+    x moves log(1 - e^x) by about eta e^x / (1 - e^x), large when x is near 0 (small eps, large
+    sigma). There (a < 1/2), x = eps - integral_{-b-a}^{-b+a} phi(t)/Phi(t) dt is computed by
+    Gauss-Legendre quadrature of the smooth, positive Mills-ratio integrand instead of as the
+    difference of two large logs.
+    """
+    a = sensitivity / (2.0 * sigma)
+    b = epsilon * sigma / sensitivity
+    l1 = float(log_ndtr(a - b))
+    if a < 0.5:
+        t = -b + a * _GL_NODES
+        mills = np.exp(-0.5 * t * t - 0.5 * math.log(2 * math.pi) - log_ndtr(t))
+        integral = a * float(np.dot(_GL_WEIGHTS, mills))
+        x = epsilon - integral
+        eta = _ULPS * (epsilon + integral)
+    else:
+        l2 = epsilon + float(log_ndtr(-a - b))
+        x = l2 - l1
+        eta = _ULPS * (abs(l1) + abs(l2) + epsilon + 1.0)
+    if not x < 0:  # only possible through rounding; delta is positive for every sigma
+        return 0.0, 0.0
+    return l1 + math.log(-math.expm1(x)), _ULPS * (abs(l1) + 1.0) + eta * math.exp(x) / -math.expm1(x)
+
+
 def gaussian_log_delta(sigma: float, epsilon: float, sensitivity: float = 1.0) -> float:
     """log of the exact delta(epsilon) of the Gaussian mechanism (Balle & Wang 2018, Thm 8).
 
-    Computed from log Phi (scipy.special.log_ndtr) so that it stays accurate for large epsilon and
-    deltas down to 1e-300.
+    Computed from log Phi (scipy.special.log_ndtr) and, where two terms nearly cancel, a
+    quadrature of their difference: accurate for large epsilon, tiny epsilon and deltas down to
+    1e-300.
     """
     if sensitivity == 0:
         return -math.inf
     if sigma <= 0:
         return 0.0
-    a = sensitivity / (2.0 * sigma)
-    b = epsilon * sigma / sensitivity
-    return _log_sub(float(log_ndtr(a - b)), epsilon + float(log_ndtr(-a - b)))
+    return _log_delta_with_error(sigma, epsilon, sensitivity)[0]
+
+
+def _log_delta_upper(sigma: float, epsilon: float, sensitivity: float) -> float:
+    """An upper bound of log delta(sigma) covering float64 rounding (what the solver must meet)."""
+    value, error = _log_delta_with_error(sigma, epsilon, sensitivity)
+    return min(0.0, value + error)
 
 
 def gaussian_delta(sigma: float, epsilon: float, sensitivity: float = 1.0) -> float:
@@ -108,7 +148,8 @@ def analytic_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> fl
     """Smallest sigma whose exact privacy curve meets (epsilon, delta) (Balle & Wang 2018).
 
     Solved by a bracketing root finder (Brent) on log delta(sigma) in log sigma, to 1e-12
-    relative; the returned sigma satisfies the condition as evaluated in float64.
+    relative; the returned sigma satisfies the condition with a margin covering the float64
+    rounding of the evaluation (it matters for small epsilon, where two close terms cancel).
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta, positive=True)
@@ -118,11 +159,11 @@ def analytic_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> fl
     target = math.log(delta)
 
     def g(u: float) -> float:  # decreasing in u = log(sigma / Delta)
-        return gaussian_log_delta(math.exp(u), epsilon, 1.0) - target
+        return _log_delta_upper(math.exp(u), epsilon, 1.0) - target
 
     u = _solve_decreasing(g, math.log(pac_sigma(epsilon, delta, 1.0)))
     sigma = round_up(math.exp(u) * sensitivity, 4)
-    while gaussian_log_delta(sigma, epsilon, sensitivity) > target:  # guard the final rounding
+    while _log_delta_upper(sigma, epsilon, sensitivity) > target:  # guard the final rounding
         sigma = round_up(sigma, 16)
     return sigma
 

@@ -73,7 +73,7 @@ def lipschitz_source(obj: Any, *, input_norm: str | None = None, output_norm: st
     """
     if isinstance(obj, LipschitzSource):
         src = obj
-    elif hasattr(obj, "upper"):
+    elif hasattr(obj, "upper") and not isinstance(obj, (str, bytes)):
         src = _from_certificate(obj, what)
     elif isinstance(obj, (int, float, np.integer, np.floating)) and not isinstance(obj, bool):
         src = LipschitzSource(check_lipschitz(obj, what), input_norm, output_norm, "user")

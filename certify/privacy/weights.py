@@ -38,6 +38,7 @@ class EmpiricalSensitivity:
     pairs: int
     per_pair_l1: tuple[float, ...]
     per_pair_l2: tuple[float, ...]
+    pair_indices: tuple[tuple[int, int], ...] = ()
 
     basis = "empirical"
 
@@ -80,9 +81,10 @@ def sensitivity_sampler(train: Callable[[np.ndarray, np.ndarray], Any], x: np.nd
     if n < 2 or len(y) != n:
         raise BadInput(f"the sensitivity sampler needs >= 2 records with one label each, got {n} inputs and {len(y)} labels")
     rng = np.random.default_rng(seed)
-    d1, d2 = [], []
+    d1, d2, chosen = [], [], []
     for _ in range(pairs):
-        i, j = rng.choice(n, size=2, replace=False)
+        i, j = (int(v) for v in rng.choice(n, size=2, replace=False))
+        chosen.append((i, j))
         keep_i = np.arange(n) != i
         keep_j = np.arange(n) != j
         w1 = flatten_weights(train(x[keep_i], y[keep_i]))
@@ -92,7 +94,7 @@ def sensitivity_sampler(train: Callable[[np.ndarray, np.ndarray], Any], x: np.nd
         diff = w1 - w2
         d1.append(float(np.sum(np.abs(diff))))
         d2.append(float(np.linalg.norm(diff)))
-    return EmpiricalSensitivity(max(d1), max(d2), pairs, tuple(d1), tuple(d2))
+    return EmpiricalSensitivity(max(d1), max(d2), pairs, tuple(d1), tuple(d2), tuple(chosen))
 
 
 @dataclass
