@@ -105,6 +105,8 @@ def test_pac_composition_by_hand():
     same = compose_pac([g(0.1, 0.01, pac=True)] * d)
     assert same.epsilon == pytest.approx(d * 0.1)
     assert same.delta == pytest.approx(1 - 0.99**d, rel=1e-12)
+    many = compose_pac([g(0.01, 0.001, pac=True)] * 200)  # beyond the exact-rational path
+    assert many.delta == pytest.approx(1 - 0.999**200, rel=1e-12) and many.delta >= 1 - 0.999**200 - 1e-15
 
 
 def test_pac_composition_refuses_non_pac_guarantees():

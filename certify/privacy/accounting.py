@@ -16,16 +16,12 @@ Results with delta >= 1 are capped at 1 and marked vacuous.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Iterable
 
 from ..errors import BadInput
 from .guarantee import Guarantee
-from .params import NORM_METRICS, RECORDS, check_count, check_radius, round_up
-
-
-def _sum(values: list[float]) -> float:
-    total = math.fsum(values)
-    return round_up(total, 1) if len(values) > 1 and total > 0 else total
+from .params import NORM_METRICS, RECORDS, check_count, check_radius, mul_up, round_up, sum_up, up_fraction
 
 
 def _collect(guarantees: tuple, what: str) -> list[Guarantee]:
@@ -52,7 +48,7 @@ def compose(*guarantees: Guarantee | Iterable[Guarantee]) -> Guarantee:
     """Basic composition: (sum epsilon, sum delta), radius min alpha."""
     items = _collect(guarantees, "compose")
     return Guarantee(
-        _sum([g.epsilon for g in items]), min(1.0, _sum([g.delta for g in items])), min(g.alpha for g in items),
+        sum_up([g.epsilon for g in items]), min(1.0, sum_up([g.delta for g in items])), min(g.alpha for g in items),
         items[0].metric, pac=all(g.pac for g in items), empirical=any(g.empirical for g in items),
         mechanism=f"compose({len(items)})", parts=tuple(items),
     )
@@ -119,7 +115,7 @@ def group_privacy(guarantee: Guarantee, k: int) -> Guarantee:
 
 def _scaled(g: Guarantee, h: int, radius: float, label: str) -> Guarantee:
     delta = chained_delta(g.epsilon, g.delta, h)
-    return Guarantee(round_up(h * g.epsilon, 1) if h > 1 else g.epsilon, delta, radius, g.metric, pac=(delta == 0), empirical=g.empirical,
+    return Guarantee(mul_up(h, g.epsilon), delta, radius, g.metric, pac=(delta == 0), empirical=g.empirical,
                      mechanism=label, lipschitz=g.lipschitz, parts=(g,))
 
 
@@ -128,6 +124,17 @@ def post_process(guarantee: Guarantee, description: str = "post-processing") -> 
     if not isinstance(guarantee, Guarantee):
         guarantee = _collect((guarantee,), "post_process")[0]
     return guarantee.with_(mechanism=f"{description} of {guarantee.mechanism or 'mechanism'}", parts=(guarantee,))
+
+
+def _pac_delta(deltas: list[float]) -> float:
+    """1 - prod(1 - delta_i), rounded up: exact in rationals for up to 64 terms, else in logs with a margin."""
+    if len(deltas) <= 64:
+        survive = Fraction(1)
+        for d in deltas:
+            survive *= 1 - Fraction(d)
+        return min(1.0, up_fraction(1 - survive))
+    log_survive = math.fsum(math.log1p(-d) for d in deltas)
+    return min(1.0, round_up(-math.expm1(log_survive) * (1 + (2 * len(deltas) + 4) * 2.0**-52), 1)) if log_survive < 0 else 0.0
 
 
 def compose_pac(*guarantees: Guarantee | Iterable[Guarantee]) -> Guarantee:
@@ -141,8 +148,7 @@ def compose_pac(*guarantees: Guarantee | Iterable[Guarantee]) -> Guarantee:
     if bad:
         raise BadInput(f"compose_pac needs PAC guarantees (privacy loss bounded with probability 1 - delta); "
                        f"{', '.join(bad)} is only (epsilon, delta)-DP: use compose")
-    survive = math.fsum(math.log1p(-g.delta) for g in items)
     return Guarantee(
-        _sum([g.epsilon for g in items]), min(1.0, round_up(-math.expm1(survive), 1) if survive < 0 else 0.0), min(g.alpha for g in items), items[0].metric,
+        sum_up([g.epsilon for g in items]), _pac_delta([g.delta for g in items]), min(g.alpha for g in items), items[0].metric,
         pac=True, empirical=any(g.empirical for g in items), mechanism=f"compose_pac({len(items)})", parts=tuple(items),
     )

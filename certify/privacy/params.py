@@ -110,16 +110,22 @@ def round_up(x: float, ulps: int = 2) -> float:
     return x
 
 
-def _up(exact: Fraction) -> float:
+def up_fraction(exact: Fraction) -> float:
+    """The smallest float >= an exact rational."""
     f = float(exact)
     return f if Fraction(f) >= exact else math.nextafter(f, math.inf)
 
 
 def mul_up(a: float, b: float) -> float:
     """a * b rounded up (exact directed rounding: sensitivities are never rounded down)."""
-    return _up(Fraction(a) * Fraction(b))
+    return up_fraction(Fraction(a) * Fraction(b))
 
 
 def div_up(a: float, b: float) -> float:
     """a / b rounded up (noise scales are never rounded down)."""
-    return _up(Fraction(a) / Fraction(b))
+    return up_fraction(Fraction(a) / Fraction(b))
+
+
+def sum_up(values: list[float]) -> float:
+    """Sum rounded up (exact directed rounding)."""
+    return up_fraction(sum((Fraction(v) for v in values), Fraction(0)))
