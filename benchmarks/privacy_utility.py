@@ -266,6 +266,7 @@ def summarise(utility, ratios, outside, weights, secure, mu, sens, sampler_secon
         },
         "classic_outside_range": outside[["epsilon", "true_delta", "violates"]].to_dict("records"),
         "weights": {"empirical_sensitivity_l1": sens.l1, "empirical_sensitivity_l2": sens.l2, "pairs": sens.pairs,
+                    "per_pair_l1_median": float(np.median(sens.per_pair_l1)), "per_pair_l1_min": float(min(sens.per_pair_l1)),
                     "sampler_seconds": sampler_seconds,
                     "utility_loss": weights[["family", "epsilon", "utility_loss"]].to_dict("records")},
         "secure_vs_numpy": secure.to_dict("records"),

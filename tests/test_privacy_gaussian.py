@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import mpmath as mp
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -141,3 +142,13 @@ def test_classic_formula_fails_outside_its_range():
     sigma = math.sqrt(2 * math.log(1.25 / delta)) / eps
     assert sigma < float(bisect_sigma(eps, delta))
     assert exact_delta(sigma, eps) > 2 * delta
+
+
+@pytest.mark.slow
+def test_analytic_sigma_wide_grid_against_bisection():
+    """80 (eps, delta) pairs from 1e-4 to 300 and 1e-300 to 0.9: within 1e-10 of the oracle, never below it."""
+    for eps in np.geomspace(1e-4, 300, 10):
+        for delta in (1e-300, 1e-100, 1e-30, 1e-12, 1e-6, 1e-3, 0.1, 0.9):
+            sigma = analytic_sigma(float(eps), delta, 1.0)
+            oracle = float(bisect_sigma(float(eps), delta, 1.0))
+            assert oracle * (1 - 1e-15) <= sigma <= oracle * (1 + 1e-10), (eps, delta)
