@@ -1,4 +1,4 @@
-"""Gaussian calibrations against oracles written here in mpmath (50 digits), not against the code.
+"""Gaussian calibrations against mpmath oracles (50 digits, tests/privacy_oracles.py), not against the code.
 
 Oracle: the exact privacy curve of the Gaussian mechanism (Balle & Wang 2018, Thm 8),
 delta(sigma) = Phi(D/(2 sigma) - eps sigma/D) - e^eps Phi(-D/(2 sigma) - eps sigma/D),

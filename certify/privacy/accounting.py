@@ -79,7 +79,9 @@ def chained_delta(epsilon: float, delta: float, steps: int) -> float:
     if epsilon == 0:
         return min(1.0, steps * delta)
     log_value = math.log(delta) + _log_expm1(steps * epsilon) - _log_expm1(epsilon)
-    return 1.0 if log_value >= 0 else min(1.0, round_up(math.exp(log_value), 4))
+    # float64 error of the logs above is a few ulps of their magnitudes: add it before exponentiating
+    log_value += 16 * 2.0**-52 * (abs(math.log(delta)) + 2 * steps * epsilon + 2 * epsilon + 2)
+    return 1.0 if log_value >= 0 else min(1.0, round_up(math.exp(log_value), 2))
 
 
 def chain_steps(alpha: float, beta: float) -> int:

@@ -24,7 +24,7 @@ from scipy.optimize import brentq
 from scipy.special import log_ndtr
 
 from ..errors import BadInput
-from .params import check_delta, check_epsilon, check_sensitivity, round_up
+from .params import check_delta, check_epsilon, check_sensitivity, inflate, round_up
 
 CALIBRATIONS = ("analytic", "classic", "pac", "zcdp")
 
@@ -112,7 +112,7 @@ def classic_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> flo
         )
     if sensitivity == 0:
         return 0.0
-    return round_up(math.sqrt(2.0 * math.log(1.25 / delta)) * sensitivity / epsilon)
+    return inflate(math.sqrt(2.0 * math.log(1.25 / delta)) * sensitivity / epsilon)
 
 
 def pac_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
@@ -123,7 +123,7 @@ def pac_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
     if sensitivity == 0:
         return 0.0
     c = math.sqrt(2.0 * math.log(2.0 / delta))
-    return round_up(sensitivity * (c + math.sqrt(c * c + 2.0 * epsilon)) / (2.0 * epsilon), 4)
+    return inflate(sensitivity * (c + math.sqrt(c * c + 2.0 * epsilon)) / (2.0 * epsilon))
 
 
 def _solve_decreasing(g, u_hi: float) -> float:
@@ -203,7 +203,7 @@ def zcdp_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
     sensitivity = check_sensitivity(sensitivity)
     if sensitivity == 0:
         return 0.0
-    target = math.log(delta)
+    target = math.log(delta) - 1e-9  # margin for the float64 evaluation of the conversion
 
     def g(u: float) -> float:  # decreasing in u = log(sigma / Delta)
         return zcdp_log_delta(0.5 * math.exp(-2.0 * u), epsilon) - target

@@ -129,3 +129,8 @@ def div_up(a: float, b: float) -> float:
 def sum_up(values: list[float]) -> float:
     """Sum rounded up (exact directed rounding)."""
     return up_fraction(sum((Fraction(v) for v in values), Fraction(0)))
+
+
+def inflate(x: float, ulps: int = 16) -> float:
+    """x * (1 + ulps * 2^-52), rounded up: covers the error of a short chain of libm operations."""
+    return round_up(x * (1.0 + ulps * 2.0**-52), 1)
