@@ -18,6 +18,9 @@ __all__ = ["Affine", "BadInput", "ModelError", "Network", "ReLU", "UnsupportedOp
 # name -> module providing it; imported on first use to keep `import certify` light
 _LAZY: dict[str, str] = {
     "from_torch": "models.torch_import",
+    **{name: "certify.privacy" for name in (
+        "calibrate", "chain", "compose", "Guarantee", "LapOutput", "GaussOutput", "GaussInput", "LogisticOutput",
+        "perturb_weights", "sensitivity_sampler")},
 }
 
 

@@ -1,0 +1,89 @@
+"""`certify calibrate` (noise scale of a privacy mechanism) and `certify chain` (guarantee at a larger radius)."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import add_json_flag, console, emit, fmt
+
+_MECHANISM_HELP = (
+    "laplace | gaussian | logistic (a query of known sensitivity), lap-output | gauss-output | logistic-output "
+    "(model output; sensitivity = Lipschitz x radius), gauss-input (noise on the input; sensitivity = radius)"
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from ..privacy.calibration import MECHANISMS
+    from ..privacy.gaussian import CALIBRATIONS
+
+    p = sub.add_parser(
+        "calibrate", help="noise scale of a privacy mechanism",
+        description="Noise scale (b, sigma or s) giving (epsilon, delta) for a sensitivity, or for a certified "
+                    "Lipschitz upper bound L and a privacy radius A (Inference Privacy: sensitivity = L * A).",
+    )
+    p.add_argument("mechanism", metavar="MECHANISM", choices=list(MECHANISMS), help=_MECHANISM_HELP)
+    p.add_argument("--epsilon", type=float, required=True, help="privacy budget epsilon > 0")
+    p.add_argument("--delta", type=float, default=None, help="0 < delta < 1 for Gaussian mechanisms; omit for pure ones")
+    p.add_argument("--sensitivity", type=float, default=None, metavar="S",
+                   help="sensitivity of the released values (l1 for laplace/logistic, l2 for gaussian)")
+    p.add_argument("--lipschitz", type=float, default=None, metavar="L",
+                   help="certified upper bound of the Lipschitz constant (l1 output for lap/logistic-output, l2 for gauss-output)")
+    p.add_argument("--radius", type=float, default=None, metavar="A", help="privacy radius alpha (distance between inputs protected)")
+    p.add_argument("--calibration", choices=CALIBRATIONS, default=None,
+                   help="Gaussian calibration: analytic (default, exact), classic (epsilon < 1 only), pac, zcdp")
+    p.add_argument("--metric", default="l2", choices=("l1", "l2", "linf"), help="input metric of the radius (default l2)")
+    p.add_argument("--input-dim", type=int, default=None, metavar="N", help="input dimension (gauss-input with --metric linf)")
+    add_json_flag(p)
+    p.set_defaults(handler=_calibrate)
+
+    p = sub.add_parser(
+        "chain", help="guarantee of a mechanism at a larger radius",
+        description="Chaining (Inference Privacy Prop. 4, with the delta of its proof): an {(eps, delta), alpha} "
+                    "mechanism is {(h eps, delta (e^{h eps}-1)/(e^eps-1)), beta} private, h = ceil(beta/alpha).",
+    )
+    p.add_argument("--epsilon", type=float, required=True, help="epsilon at radius alpha")
+    p.add_argument("--delta", type=float, default=0.0, help="delta at radius alpha (default 0)")
+    p.add_argument("--alpha", type=float, required=True, help="radius of the guarantee")
+    p.add_argument("--beta", type=float, required=True, help="radius to extend it to")
+    add_json_flag(p)
+    p.set_defaults(handler=_chain)
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from ..privacy.calibration import calibrate
+
+    cal = calibrate(args.mechanism, epsilon=args.epsilon, delta=args.delta, sensitivity=args.sensitivity,
+                    lipschitz=args.lipschitz, radius=args.radius, calibration=args.calibration,
+                    metric=args.metric, input_dim=args.input_dim)
+    result = cal.to_dict()
+
+    def human(r: dict) -> None:
+        c = console()
+        c.print(f"[bold]{r['mechanism']}[/bold]: {r['parameter']} = {fmt(r['scale'], 10)}  ({r['calibration']} calibration)")
+        line = f"for epsilon = {fmt(r['epsilon'])}, delta = {fmt(r['delta'])}, {r['sensitivity_norm']} sensitivity {fmt(r['sensitivity'])}"
+        if "lipschitz" in r:
+            line += f" = L {fmt(r['lipschitz']['value'])} x radius {fmt(r['radius'])} (L given by the user, not verified)"
+        elif "radius" in r:
+            line += f" (radius {fmt(r['radius'])} in {r['metric']})"
+        c.print(line)
+
+    return emit(args, result, human)
+
+
+def _chain(args: argparse.Namespace) -> int:
+    from ..privacy.accounting import chain, chain_steps
+    from ..privacy.guarantee import Guarantee
+    from ..privacy.params import check_delta, check_epsilon, check_radius
+
+    g = Guarantee(check_epsilon(args.epsilon), check_delta(args.delta), check_radius(args.alpha, "alpha"), "l2")
+    out = chain(g, args.beta)
+    result = {"epsilon": out.epsilon, "delta": out.delta, "radius": out.alpha, "steps": chain_steps(g.alpha, out.alpha)}
+    if out.vacuous:
+        result["vacuous"] = True
+
+    def human(r: dict) -> None:
+        note = "  (vacuous: delta reached 1)" if r.get("vacuous") else ""
+        console().print(f"radius {fmt(r['radius'])} ({r['steps']} steps of {fmt(args.alpha)}): "
+                        f"epsilon = {fmt(r['epsilon'])}, delta = {fmt(r['delta'])}{note}")
+
+    return emit(args, result, human)

@@ -1,0 +1,140 @@
+"""Where a Lipschitz constant used for calibration came from.
+
+A noise scale is only as sound as the sensitivity it was calibrated from, so every mechanism
+records its `LipschitzSource`: a number given by the user (taken on trust and labelled so), a
+certificate object from a Lipschitz engine (anything with an `upper` attribute; its `to_dict()`
+and `method` are recorded), or the layer-product bound computed here from a network IR.
+Lower bounds and uncertified estimates are refused: only an upper bound keeps the noise sufficient.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import BadInput
+from .params import check_lipschitz, check_metric
+
+# attribute names under which Lipschitz certificates may state their norms
+_INPUT_NORM_ATTRS = ("input_norm", "norm_in", "p")
+_OUTPUT_NORM_ATTRS = ("output_norm", "norm_out", "q")
+
+
+@dataclass(frozen=True)
+class LipschitzSource:
+    """A certified (or user-asserted) upper bound on a Lipschitz constant, with its origin.
+
+    `origin` is "user" (a number the user gave; certify did not verify it), "certificate" (an
+    engine's certified upper bound; `certificate` holds its `to_dict()`), or "layer-product"
+    (product of per-layer operator norms of the IR: a valid, usually loose, global bound).
+    """
+
+    value: float
+    input_norm: str | None = None
+    output_norm: str | None = None
+    origin: str = "user"
+    method: str | None = None
+    certificate: dict | None = field(default=None, compare=False)
+
+    def to_dict(self) -> dict:
+        out: dict[str, Any] = {"value": self.value, "input_norm": self.input_norm,
+                               "output_norm": self.output_norm, "origin": self.origin}
+        if self.method:
+            out["method"] = self.method
+        if self.certificate is not None:
+            out["certificate"] = self.certificate
+        return out
+
+    def describe(self) -> str:
+        norms = f"{self.input_norm or '?'}->{self.output_norm or '?'}"
+        how = {"user": "given by the user (not verified)", "certificate": f"certificate ({self.method or 'engine'})",
+               "layer-product": "product of layer operator norms (certified, loose)"}.get(self.origin, self.origin)
+        return f"L_{norms} <= {self.value:.6g}, {how}"
+
+
+def _first_attr(obj: Any, names: tuple[str, ...]) -> Any:
+    for name in names:
+        value = getattr(obj, name, None)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def lipschitz_source(obj: Any, *, input_norm: str | None = None, output_norm: str | None = None,
+                     what: str = "lipschitz") -> LipschitzSource:
+    """Turn a number, a `LipschitzSource` or a certificate object into a `LipschitzSource`.
+
+    `output_norm` (and `input_norm`, when given) are the norms the mechanism needs; a certificate
+    stating other norms is refused, since a constant for another norm does not bound this
+    sensitivity.
+    """
+    if isinstance(obj, LipschitzSource):
+        src = obj
+    elif hasattr(obj, "upper") and not isinstance(obj, (str, bytes)):
+        src = _from_certificate(obj, what)
+    elif isinstance(obj, (int, float, np.integer, np.floating)) and not isinstance(obj, bool):
+        src = LipschitzSource(check_lipschitz(obj, what), input_norm, output_norm, "user")
+    else:
+        raise BadInput(
+            f"{what}: expected a number or a Lipschitz certificate with an `upper` bound, got {type(obj).__name__}"
+        )
+    for need, have, side in ((input_norm, src.input_norm, "input"), (output_norm, src.output_norm, "output")):
+        if need is not None and have is not None and check_metric(have, f"{side} norm") != need:
+            raise BadInput(
+                f"{what} is a Lipschitz constant with {side} norm {have}, but this mechanism needs the "
+                f"{need} {side} norm; certify the constant for {need}"
+            )
+    return LipschitzSource(src.value, src.input_norm or input_norm, src.output_norm or output_norm,
+                           src.origin, src.method, src.certificate)
+
+
+def _from_certificate(cert: Any, what: str) -> LipschitzSource:
+    if getattr(cert, "certified", True) is False:
+        raise BadInput(f"{what}: the certificate says its bound is not certified; calibrate only from a certified upper bound")
+    upper = getattr(cert, "upper")
+    if upper is None:
+        raise BadInput(f"{what}: the certificate has no upper bound (only a lower bound?); noise needs a certified upper bound")
+    try:
+        value = float(upper)
+    except (TypeError, ValueError):
+        raise BadInput(f"{what}: the certificate's upper bound {upper!r} is not a number") from None
+    if not math.isfinite(value):
+        raise BadInput(f"{what}: the certificate's upper bound is {value}; no finite noise scale can be calibrated from it")
+    value = check_lipschitz(value, f"{what} (certificate upper bound)")
+    to_dict = getattr(cert, "to_dict", None)
+    record = to_dict() if callable(to_dict) else {"repr": repr(cert)[:500]}
+    method = getattr(cert, "method", None)
+    return LipschitzSource(value, _first_attr(cert, _INPUT_NORM_ATTRS), _first_attr(cert, _OUTPUT_NORM_ATTRS),
+                           "certificate", str(method) if method is not None else type(cert).__name__, record)
+
+
+def layer_product_bound(net: Any, input_norm: str = "l2", output_norm: str = "l2") -> LipschitzSource:
+    """Global Lipschitz upper bound of a ReLU network IR: a product of layer operator norms.
+
+    For maps A_1, ReLU, ..., A_k, any choice of intermediate norms r_1..r_{k-1} gives the valid
+    bound ||A_1||_{p->r_1} ||A_2||_{r_1->r_2} ... ||A_k||_{r_{k-1}->q} (a ReLU is 1-Lipschitz
+    coordinate-wise, hence in every l_p norm); the smallest product over all choices is returned.
+    Each factor is `solvers.norms.operator_norm_upper`, a certified upper bound. This is sound but
+    loose; prefer an engine's certificate when one is available.
+    """
+    from solvers.norms import operator_norm_upper
+
+    p = check_metric(input_norm, "input norm")
+    q = check_metric(output_norm, "output norm")
+    maps, _ = net.affine_blocks()
+    norms = ("l1", "l2", "linf")
+    # best[r] = smallest bound of the prefix network ending in norm r
+    best = {r: operator_norm_upper(maps[0].weight, p, r) for r in (norms if len(maps) > 1 else (q,))}
+    for k, layer in enumerate(maps[1:], start=1):
+        targets = norms if k < len(maps) - 1 else (q,)
+        best = {t: min(best[r] * operator_norm_upper(layer.weight, r, t) for r in best) for t in targets}
+    value = float(best[q])
+    # operator_norm_upper is exact or an upper bound in float64; widen by a few ulps per factor
+    value = value * (1 + 8 * len(maps) * 2.0**-52)
+    return LipschitzSource(value, p, q, "layer-product", "layer-product", {"layers": len(maps), "network": getattr(net, "name", "")})
+
+
+__all__ = ["LipschitzSource", "layer_product_bound", "lipschitz_source"]
