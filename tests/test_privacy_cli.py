@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import assert_bad_input
-from privacy_oracles import bisect_sigma, exact_delta
+from tests.conftest import assert_bad_input
+from tests.privacy_oracles import bisect_sigma, exact_delta
 
 KEYS = {"mechanism", "scale", "epsilon", "delta", "sensitivity", "calibration"}
 

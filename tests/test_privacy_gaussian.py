@@ -19,7 +19,7 @@ from certify.errors import BadInput
 from certify.privacy.gaussian import (analytic_sigma, classic_sigma, gaussian_delta, gaussian_sigma, pac_sigma,
                                       zcdp_log_delta, zcdp_sigma)
 
-from privacy_oracles import bisect_sigma, exact_delta
+from tests.privacy_oracles import bisect_sigma, exact_delta
 
 CASES = [(0.1, 1e-5, 1.0), (0.5, 1e-5, 2.5), (1.0, 1e-5, 1.0), (3.0, 1e-6, 0.3), (10.0, 1e-5, 1.0),
          (100.0, 1e-12, 1.0), (0.01, 1e-12, 1.0), (1.0, 0.3, 1.0), (50.0, 1e-100, 4.0),

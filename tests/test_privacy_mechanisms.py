@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 import torch
-from privacy_oracles import exact_delta
+from tests.privacy_oracles import exact_delta
 from scipy import stats
 
 from certify.cli.common import jsonable
