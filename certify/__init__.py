@@ -18,6 +18,10 @@ __all__ = ["Affine", "BadInput", "ModelError", "Network", "ReLU", "UnsupportedOp
 # name -> module providing it; imported on first use to keep `import certify` light
 _LAZY: dict[str, str] = {
     "from_torch": "models.torch_import",
+    "global_lipschitz": "certify.lipschitz.global_bounds",
+    "SLLLayer": "models.sll",
+    "SLLNetwork": "models.sll",
+    "sll_from_torch": "models.sll",
 }
 
 

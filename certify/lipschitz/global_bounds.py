@@ -1,0 +1,386 @@
+"""Certified global Lipschitz upper bounds: `certify.global_lipschitz`.
+
+Methods (each returns a certified upper bound; none reports a solver's number unchecked):
+
+- "naive": product of per-layer operator norms, optimised over the intermediate norms (ReLU is
+  1-Lipschitz in every l_p norm, so Lip_{p->q} <= prod_k ||A_k||_{r_k -> r_{k+1}} for any chain of
+  norms r_0 = p, ..., r_L = q; a dynamic programme picks the best). Dense norms are exact up to
+  upward rounding where cheap and proven upper bounds otherwise; convolutions use the structured
+  bound of `solvers.conv_norm`. Every norm pair is supported.
+- "lipsdp-neuron", "lipsdp-layer": LipSDP (cvxpy, SCS by default) with multipliers validated by a
+  float64 Cholesky proof (`solvers.sdp`).
+- "eclipse-fast": the closed-form ECLipsE-Fast multipliers, validated the same way.
+- "mip": the exact constant over a domain box from the local-Lipschitz MILP
+  (`certify.lipschitz.local.local_lipschitz`), reporting its certified dual bound and its
+  witness-backed lower bound; l1/linf norms only.
+- "all": every applicable method, plus the best (smallest) upper bound.
+
+The SDP methods bound the l2->l2 constant; other norm pairs are converted soundly by norm
+equivalence: ||x||_2 <= sqrt(n) ||x||_inf and ||x||_2 <= ||x||_1 on the input side,
+||y||_1 <= sqrt(m) ||y||_2 and ||y||_inf <= ||y||_2 on the output side, so
+Lip_{p->q} <= c_p c_q Lip_{2->2} with c_linf = sqrt(n), c_l1(out) = sqrt(m), 1 otherwise.
+A global bound holds on every domain, so `domain` only matters to "mip".
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from models.errors import BadInput
+from models.ir import Affine, Network, ReLU
+from solvers.norms import NORMS, affine_norm_upper, parse_norm
+from solvers.psd import mul_up, sqrt_up
+
+METHODS = ("naive", "eclipse-fast", "lipsdp-layer", "lipsdp-neuron", "mip")
+SDP_METHODS = ("lipsdp-neuron", "lipsdp-layer", "eclipse-fast")
+MIP_NORMS = ("l1", "linf")
+# sign-vector enumeration cap for the NP-hard pairs inside the naive product (2^16 vectors)
+NAIVE_ENUMERATION = 16
+
+
+@dataclass
+class GlobalLipschitzResult:
+    """A certified upper bound on the Lipschitz constant ||f(x) - f(y)||_q <= upper ||x - y||_p.
+
+    `validated` means the bound was proven in float64 outside any solver (Cholesky proof of the
+    SDP multipliers, proven norms, or the MILP's dual bound). `lower` is only set by "mip" (a
+    witness-backed lower bound over the domain). `status` is "certified", "fallback" (part of an
+    SDP bound came from a norm product because its certificate could not be proven) or the MILP
+    status.
+    """
+
+    upper: float
+    method: str
+    seconds: float
+    input_norm: str
+    output_norm: str
+    validated: bool
+    lower: float | None = None
+    status: str = "certified"
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "upper": self.upper,
+            "method": self.method,
+            "seconds": self.seconds,
+            "input_norm": self.input_norm,
+            "output_norm": self.output_norm,
+            "validated": self.validated,
+            "status": self.status,
+        }
+        if self.lower is not None:
+            out["lower"] = self.lower
+        out["details"] = self.details
+        return out
+
+
+@dataclass
+class GlobalLipschitzComparison:
+    """method="all": one result per applicable method, the best (smallest) upper bound, and the
+    methods that were skipped with the reason."""
+
+    results: list[GlobalLipschitzResult]
+    skipped: dict[str, str]
+
+    @property
+    def best(self) -> GlobalLipschitzResult:
+        return min(self.results, key=lambda r: r.upper)
+
+    @property
+    def upper(self) -> float:
+        return self.best.upper
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "method": "all",
+            "results": [r.to_dict() for r in self.results],
+            "best": self.best.to_dict(),
+            "skipped": self.skipped,
+        }
+
+
+# --------------------------------------------------------------------------------------- API
+def global_lipschitz(
+    net,
+    method: str = "naive",
+    *,
+    input_norm: str = "l2",
+    output_norm: str = "l2",
+    domain: tuple[Any, Any] | None = None,
+    solver: str = "SCS",
+    accuracy: float = 1e-5,
+    structure: str = "auto",
+    max_neurons: int | None = None,
+    time_limit: float | None = None,
+    backend: str = "auto",
+    mip_gap: float | None = None,
+) -> GlobalLipschitzResult | GlobalLipschitzComparison:
+    """Certified global Lipschitz upper bound of `net` from input norm p to output norm q.
+
+    `net` is a `models.Network` (any feed-forward ReLU net, convolutions included) or an
+    `models.sll.SLLNetwork` (1-Lipschitz residual layers; certified layer by layer, method "sll",
+    which "naive" and "all" select). `solver` ("SCS", "CLARABEL", "MOSEK"), `accuracy`,
+    `structure` ("auto", "full", "chain") and `max_neurons` (hidden neurons per SDP before the
+    net is split into sub-networks) tune the SDP methods; `domain` = (lo, hi) (scalars or
+    vectors), `backend`, `time_limit` and `mip_gap` the MILP.
+    """
+    method = str(method).strip().lower()
+    p, q = parse_norm(input_norm, "input norm"), parse_norm(output_norm, "output norm")
+    from models.sll import SLLNetwork
+
+    if isinstance(net, SLLNetwork):
+        if method not in ("sll", "naive", "all"):
+            raise BadInput(
+                f"method {method!r} needs a feed-forward Network; SLL networks are certified layer by "
+                "layer: use method='sll'"
+            )
+        from .sll import sll_lipschitz
+
+        result = sll_lipschitz(net, p, q)
+        return GlobalLipschitzComparison([result], {}) if method == "all" else result
+    if not isinstance(net, Network):
+        raise BadInput(f"global_lipschitz expects a models.Network or SLLNetwork, got {type(net).__name__}")
+    if method not in METHODS + ("all",):
+        raise BadInput(f"unknown method {method!r}; choose one of {', '.join(METHODS + ('all',))}")
+    box = _parse_domain(net, domain) if domain is not None else None
+    sdp = dict(solver=solver, accuracy=_positive(accuracy, "accuracy"), structure=structure,
+               max_neurons=max_neurons, time_limit=time_limit)
+    if method == "all":
+        return _all(net, p, q, box, sdp, backend, time_limit, mip_gap)
+    return _run(net, method, p, q, box, sdp, backend, time_limit, mip_gap)
+
+
+def _run(net, method, p, q, box, sdp, backend, time_limit, mip_gap) -> GlobalLipschitzResult:
+    if method == "naive":
+        return naive_bound(net, p, q)
+    if method == "mip":
+        return mip_bound(net, p, q, box, backend=backend, time_limit=time_limit, mip_gap=mip_gap)
+    return sdp_bound(net, method, p, q, **sdp)
+
+
+def _all(net, p, q, box, sdp, backend, time_limit, mip_gap) -> GlobalLipschitzComparison:
+    results, skipped = [], {}
+    for method in METHODS:
+        if method == "mip":
+            reason = _mip_unavailable(p, q, box)
+            if reason:
+                skipped[method] = reason
+                continue
+        results.append(_run(net, method, p, q, box, sdp, backend, time_limit, mip_gap))
+    return GlobalLipschitzComparison(results, skipped)
+
+
+# ----------------------------------------------------------------------------------- helpers
+def _positive(value: float, name: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise BadInput(f"{name} must be a positive number, got {value!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise BadInput(f"{name} must be a positive number, got {value!r}")
+    return v
+
+
+def _parse_domain(net: Network, domain) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        lo, hi = domain
+    except (TypeError, ValueError):
+        raise BadInput("domain must be a pair (lo, hi) of numbers or vectors") from None
+    n = net.input_dim
+    try:
+        lo = np.broadcast_to(np.asarray(lo, dtype=np.float64), (n,)).copy()
+        hi = np.broadcast_to(np.asarray(hi, dtype=np.float64), (n,)).copy()
+    except ValueError:
+        raise BadInput(f"domain bounds must be scalars or vectors of length {n} (the model's inputs)") from None
+    if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
+        raise BadInput("domain bounds must be finite numbers")
+    if np.any(lo >= hi):
+        raise BadInput("domain must have lo < hi in every coordinate")
+    return lo, hi
+
+
+def norm_conversion(p: str, q: str, n_in: int, n_out: int) -> tuple[float, str]:
+    """(c, explanation) with Lip_{p->q} <= c * Lip_{2->2} (c rounded up)."""
+    c, why = 1.0, []
+    if p == "linf":
+        c = mul_up(c, sqrt_up(n_in))
+        why.append(f"||x||_2 <= sqrt({n_in}) ||x||_inf")
+    elif p == "l1":
+        why.append("||x||_2 <= ||x||_1")
+    if q == "l1":
+        c = mul_up(c, sqrt_up(n_out))
+        why.append(f"||y||_1 <= sqrt({n_out}) ||y||_2")
+    elif q == "linf":
+        why.append("||y||_inf <= ||y||_2")
+    return c, "; ".join(why) if why else "l2->l2 (no conversion)"
+
+
+# ------------------------------------------------------------------------------------- naive
+def _segments(net: Network) -> list[list[Affine]]:
+    """Runs of consecutive affine layers (a ReLU between runs); an empty run stands for identity."""
+    runs: list[list[Affine]] = [[]]
+    for layer in net.layers:
+        if isinstance(layer, ReLU):
+            runs.append([])
+        else:
+            runs[-1].append(layer)
+    return runs
+
+
+def _run_norms(run: list[Affine]) -> dict[tuple[str, str], float]:
+    """Upper bounds ||A_run||_{r->s} for all norm pairs of a run of affine maps."""
+    if not run:  # identity between two ReLUs: ||I||_{r->s} = 1 when ||.||_s <= ||.||_r
+        return {(r, s): 1.0 for r in NORMS for s in NORMS if NORMS.index(r) <= NORMS.index(s)}
+    best = {(r, s): affine_norm_upper(run[0], r, s, NAIVE_ENUMERATION) for r in NORMS for s in NORMS}
+    for layer in run[1:]:
+        step = {(r, s): affine_norm_upper(layer, r, s, NAIVE_ENUMERATION) for r in NORMS for s in NORMS}
+        best = _compose(best, step)
+    if len(run) > 1:
+        W = run[0].weight
+        for layer in run[1:]:
+            W = layer.weight @ W
+        fused = Affine(W, np.zeros(W.shape[0]))
+        if W.size <= 4_000_000:
+            for key in best:
+                best[key] = min(best[key], affine_norm_upper(fused, *key, NAIVE_ENUMERATION))
+    return best
+
+
+def _compose(first: dict, second: dict) -> dict:
+    out = {}
+    for r in NORMS:
+        for s in NORMS:
+            cands = [mul_up(first[(r, m)], second[(m, s)]) for m in NORMS if (r, m) in first and (m, s) in second]
+            if cands:
+                out[(r, s)] = min(cands)
+    return out
+
+
+def naive_bound(net: Network, p: str, q: str) -> GlobalLipschitzResult:
+    """Product of per-layer operator norms with the best intermediate norms (dynamic programme)."""
+    t0 = time.perf_counter()
+    cost = {p: 1.0}
+    path: dict[str, list[str]] = {p: [p]}
+    for run in _segments(net):
+        norms = _run_norms(run)
+        new_cost, new_path = {}, {}
+        for (r, s), value in norms.items():
+            if r in cost:
+                v = mul_up(cost[r], value)
+                if s not in new_cost or v < new_cost[s]:
+                    new_cost[s], new_path[s] = v, path[r] + [s]
+        cost, path = new_cost, new_path
+    # the last run must end in q: widen to q if the programme ended elsewhere (||y||_q <= c ||y||_s)
+    upper = cost.get(q, math.inf)
+    details = {"intermediate_norms": path.get(q, [])[1:-1], "layers": len(net.layers)}
+    return GlobalLipschitzResult(upper, "naive", time.perf_counter() - t0, p, q, True, details=details)
+
+
+# --------------------------------------------------------------------------------------- SDP
+def sdp_bound(
+    net: Network,
+    method: str,
+    p: str,
+    q: str,
+    *,
+    solver: str = "SCS",
+    accuracy: float = 1e-5,
+    structure: str = "auto",
+    max_neurons: int | None = None,
+    time_limit: float | None = None,
+) -> GlobalLipschitzResult:
+    """LipSDP-Neuron / LipSDP-Layer / ECLipsE-Fast: validated l2 bound, converted to p->q."""
+    from solvers.sdp import WeightChain, certify_chain, eclipse_piece, lipsdp_piece
+    from solvers.sdp.bounds import MAX_NEURONS
+    from solvers.sdp.lipsdp import STRUCTURES, check_solver
+
+    t0 = time.perf_counter()
+    if structure not in STRUCTURES:
+        raise BadInput(f"unknown LMI structure {structure!r}; choose one of {', '.join(STRUCTURES)}")
+    limit = MAX_NEURONS if max_neurons is None else int(max_neurons)
+    if limit < 1:
+        raise BadInput(f"max_neurons must be a positive integer, got {max_neurons!r}")
+    if method == "eclipse-fast":
+        piece = eclipse_piece
+    else:
+        piece = lipsdp_piece(method.split("-")[1], solver=check_solver(solver), structure=structure,
+                             accuracy=accuracy, time_limit=time_limit)
+    maps, _ = net.affine_blocks()
+    chain = WeightChain.from_weights([m.weight for m in maps])
+    l2 = certify_chain(chain, piece, limit)
+    c, why = norm_conversion(p, q, net.input_dim, net.output_dim)
+    details = {
+        "l2_bound": l2.upper,
+        "solver_bound": mul_up(l2.raw, c) if l2.raw > 0 else 0.0,
+        "norm_conversion": c,
+        "conversion": why,
+        "pieces": l2.pieces,
+        "solver_seconds": l2.solver_seconds,
+    }
+    status = "fallback" if l2.fallback else "certified"
+    return GlobalLipschitzResult(mul_up(l2.upper, c), method, time.perf_counter() - t0, p, q, True, status=status, details=details)
+
+
+# --------------------------------------------------------------------------------------- MIP
+def _mip_unavailable(p: str, q: str, box) -> str:
+    if box is None:
+        return "needs a domain (lo, hi)"
+    if p not in MIP_NORMS or q not in MIP_NORMS:
+        return f"the MILP is exact for l1/linf norms only, not {p}->{q}"
+    try:
+        import certify.lipschitz.local  # noqa: F401
+    except ImportError:
+        return "the MILP engine is not available"
+    return ""
+
+
+def mip_bound(
+    net: Network,
+    p: str,
+    q: str,
+    box: tuple[np.ndarray, np.ndarray] | None,
+    *,
+    backend: str = "auto",
+    time_limit: float | None = None,
+    mip_gap: float | None = None,
+) -> GlobalLipschitzResult:
+    """The exact constant over the domain box from the local-Lipschitz MILP (its dual bound).
+
+    The box [lo, hi] is passed as center (lo + hi) / 2 with an l_inf radius slightly above the
+    largest half-width, intersected with the domain (lo, hi): the MILP's region is exactly the box.
+    """
+    if box is None:
+        raise BadInput("method mip certifies the constant over a domain: pass domain=(lo, hi) (--domain LO,HI)")
+    if p not in MIP_NORMS or q not in MIP_NORMS:
+        raise BadInput(
+            f"method mip is exact for l1/linf norms only, not {p}->{q}; use lipsdp-neuron for l2 bounds"
+        )
+    try:
+        from .local import local_lipschitz
+    except ImportError:
+        raise BadInput("the MILP engine is not available (certify.lipschitz.local); use another method") from None
+    t0 = time.perf_counter()
+    lo, hi = box
+    center = 0.5 * (lo + hi)
+    radius = float(np.max(0.5 * (hi - lo))) * (1.0 + 1e-9)
+    cert = local_lipschitz(net, center, radius, domain=(lo, hi), input_norm=p, output_norm=q,
+                           backend=backend, time_limit=time_limit, mip_gap=mip_gap)
+    upper = float(cert.upper)
+    details = {
+        "domain": {"lo": lo.tolist(), "hi": hi.tolist()} if lo.size <= 64 else {"lo_min": float(lo.min()), "hi_max": float(hi.max())},
+        "backend": getattr(cert, "backend", None),
+        "exact": bool(getattr(cert, "exact", False)),
+        "certificate": cert.to_dict(),
+    }
+    return GlobalLipschitzResult(upper, "mip", time.perf_counter() - t0, p, q, math.isfinite(upper),
+                                 lower=float(cert.lower), status=str(cert.status), details=details)
+
+
+__all__ = ["GlobalLipschitzComparison", "GlobalLipschitzResult", "METHODS", "global_lipschitz", "naive_bound", "sdp_bound"]
+

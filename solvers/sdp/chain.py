@@ -1,0 +1,93 @@
+"""The weight chain of a ReLU network in the form the Lipschitz SDPs work on.
+
+A fused ReLU network f(x) = W_l phi(W_{l-1} ... phi(W_0 x + b_0) ...) + b_l has the same global
+Lipschitz bounds for every choice of biases (the slope-restriction constraints of LipSDP are
+incremental), so only the weights matter. Each W_k is divided by a power of two 2^{e_k} close to
+its spectral norm: the division is exact in floating point and, because ReLU is positively
+homogeneous, Lip(f) = 2^{sum e_k} Lip(f_normalised) exactly. This keeps the SDPs well scaled for
+deep nets whose norm product spans many orders of magnitude.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..psd import U, gamma
+
+
+@dataclass
+class WeightChain:
+    """Normalised weights W_0..W_l (W_k of shape (n_{k+1}, n_k)) and their power-of-two scales."""
+
+    weights: list[np.ndarray]
+    exponents: list[int]
+    _reduced: np.ndarray | None = field(default=None, repr=False)
+    _gram: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_weights(cls, weights: list[np.ndarray]) -> "WeightChain":
+        ws, exps = [], []
+        for w in weights:
+            w = np.asarray(w, dtype=np.float64)
+            fro = float(np.linalg.norm(w))
+            e = 0 if fro == 0 else int(round(math.log2(_spectral_estimate(w))))
+            ws.append(np.ldexp(w, -e))
+            exps.append(e)
+        return cls(ws, exps)
+
+    @property
+    def depth(self) -> int:
+        """Number of hidden (ReLU) layers l."""
+        return len(self.weights) - 1
+
+    @property
+    def hidden_sizes(self) -> list[int]:
+        return [w.shape[0] for w in self.weights[:-1]]
+
+    @property
+    def input_dim(self) -> int:
+        return self.weights[0].shape[1]
+
+    @property
+    def scale_log2(self) -> int:
+        return int(sum(self.exponents))
+
+    @property
+    def is_zero(self) -> bool:
+        return any(not np.any(w) for w in self.weights)
+
+    def reduced_input(self) -> np.ndarray:
+        """R = U S from the thin SVD W_0 = U S V^T: R R^T = W_0 W_0^T, so R can replace W_0 in
+        every LipSDP constraint (they see W_0 only through W_0 W_0^T after a Schur complement on
+        the input block): the input dimension drops to rank <= n_1 (exact input reduction)."""
+        if self._reduced is None:
+            u, s, _ = np.linalg.svd(self.weights[0], full_matrices=False)
+            self._reduced = u * s
+        return self._reduced
+
+    def input_gram(self) -> tuple[np.ndarray, np.ndarray]:
+        """G = W_0 W_0^T in float64 and an entrywise bound on its rounding error."""
+        if self._gram is None:
+            w = self.weights[0]
+            a = np.abs(w)
+            err = gamma(w.shape[1] + 2) * (a @ a.T) * (1.0 + 4.0 * U * w.shape[1])
+            self._gram = (w @ w.T, err)
+        return self._gram
+
+    def sub_chain(self, start: int, stop: int) -> "WeightChain":
+        """The chain of weights start..stop-1 (a sub-network; the ReLUs at the cut are 1-Lipschitz)."""
+        return WeightChain(self.weights[start:stop], self.exponents[start:stop])
+
+
+def _spectral_estimate(w: np.ndarray) -> float:
+    """A cheap estimate of ||w||_2 (only chooses the power-of-two scale; no soundness role)."""
+    if min(w.shape) <= 512:
+        return float(np.linalg.norm(w, 2))
+    v = np.random.default_rng(0).standard_normal(w.shape[1])
+    for _ in range(50):
+        v = w.T @ (w @ v)
+        v /= np.linalg.norm(v)
+    return float(np.linalg.norm(w @ v))
