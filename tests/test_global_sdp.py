@@ -195,3 +195,19 @@ def test_degenerate_networks():
     relu_last = sequential([(rng.standard_normal((5, 3)), np.zeros(5)), (rng.standard_normal((2, 5)), np.zeros(2))], final_relu=True)
     res = global_lipschitz(relu_last, "lipsdp-neuron")
     assert res.upper >= _sampled_l2(relu_last, 1000)
+
+
+def test_consecutive_affine_layers_are_fused_with_a_rounding_slack():
+    from models.ir import Affine, Network, ReLU
+
+    rng = np.random.default_rng(12)
+    A, B, C = rng.standard_normal((6, 4)), rng.standard_normal((5, 6)), rng.standard_normal((2, 5))
+    net = Network([Affine(A, np.zeros(6)), Affine(B, np.ones(5)), ReLU(5), Affine(C, np.zeros(2))])
+    ref, _ = reference_lipsdp([B @ A, C], "neuron")
+    res = global_lipschitz(net, "lipsdp-neuron", accuracy=1e-6)
+    assert 0 < res.details["fusion_slack"] < 1e-10 * res.upper
+    assert ref * (1 - 1e-7) <= res.upper <= ref * (1 + 1e-3)
+    naive = global_lipschitz(net, "naive").upper
+    # the fused product B A is used when it beats ||B|| ||A||
+    assert naive <= np.linalg.norm(B @ A, 2) * np.linalg.norm(C, 2) * (1 + 1e-9)
+    assert res.upper >= _sampled_l2(net, 1000)

@@ -33,12 +33,14 @@ import numpy as np
 
 from models.errors import BadInput
 from models.ir import Affine, Network, ReLU
-from solvers.norms import NORMS, affine_norm_upper, parse_norm
-from solvers.psd import mul_up, sqrt_up
+from solvers.norms import NORMS, affine_norm_upper, parse_norm, spectral_norm_upper
+from solvers.psd import U, add_up, frobenius_up, gamma, mul_up, sqrt_up
 
 METHODS = ("naive", "eclipse-fast", "lipsdp-layer", "lipsdp-neuron", "mip")
 SDP_METHODS = ("lipsdp-neuron", "lipsdp-layer", "eclipse-fast")
 MIP_NORMS = ("l1", "linf")
+# SDP solver tolerance: the validated bound of LipSDP-Layer (few multipliers) barely moves with it
+DEFAULT_ACCURACY = {"neuron": 1e-5, "layer": 1e-4}
 # sign-vector enumeration cap for the NP-hard pairs inside the naive product (2^16 vectors)
 NAIVE_ENUMERATION = 16
 
@@ -114,7 +116,7 @@ def global_lipschitz(
     output_norm: str = "l2",
     domain: tuple[Any, Any] | None = None,
     solver: str = "SCS",
-    accuracy: float = 1e-5,
+    accuracy: float | None = None,
     structure: str = "auto",
     max_neurons: int | None = None,
     time_limit: float | None = None,
@@ -125,13 +127,18 @@ def global_lipschitz(
 
     `net` is a `models.Network` (any feed-forward ReLU net, convolutions included) or an
     `models.sll.SLLNetwork` (1-Lipschitz residual layers; certified layer by layer, method "sll",
-    which "naive" and "all" select). `solver` ("SCS", "CLARABEL", "MOSEK"), `accuracy`,
-    `structure` ("auto", "full", "chain") and `max_neurons` (hidden neurons per SDP before the
-    net is split into sub-networks) tune the SDP methods; `domain` = (lo, hi) (scalars or
+    which "naive" and "all" select). `solver` ("SCS", "CLARABEL", "MOSEK"), `accuracy` (solver
+    tolerance; default 1e-5 for Neuron, 1e-4 for Layer, whose few multipliers make the validated
+    bound insensitive to it), `structure` ("auto", "full", "chain") and `max_neurons` (hidden
+    neurons per SDP before the net is split into sub-networks) tune the SDP methods; `domain` = (lo, hi) (scalars or
     vectors), `backend`, `time_limit` and `mip_gap` the MILP.
     """
     method = str(method).strip().lower()
+    if method not in METHODS + ("all", "sll"):
+        raise BadInput(f"unknown method {method!r}; choose one of {', '.join(METHODS + ('all', 'sll'))}")
     p, q = parse_norm(input_norm, "input norm"), parse_norm(output_norm, "output norm")
+    if time_limit is not None:
+        time_limit = _positive(time_limit, "time_limit")
     from models.sll import SLLNetwork
 
     if isinstance(net, SLLNetwork):
@@ -146,11 +153,12 @@ def global_lipschitz(
         return GlobalLipschitzComparison([result], {}) if method == "all" else result
     if not isinstance(net, Network):
         raise BadInput(f"global_lipschitz expects a models.Network or SLLNetwork, got {type(net).__name__}")
-    if method not in METHODS + ("all",):
-        raise BadInput(f"unknown method {method!r}; choose one of {', '.join(METHODS + ('all',))}")
+    if method == "sll":
+        raise BadInput("method 'sll' certifies SLL networks (models.sll.SLLNetwork); this is a feed-forward Network")
     box = _parse_domain(net, domain) if domain is not None else None
-    sdp = dict(solver=solver, accuracy=_positive(accuracy, "accuracy"), structure=structure,
-               max_neurons=max_neurons, time_limit=time_limit)
+    if accuracy is not None:
+        accuracy = _positive(accuracy, "accuracy")
+    sdp = dict(solver=solver, accuracy=accuracy, structure=structure, max_neurons=max_neurons, time_limit=time_limit)
     if method == "all":
         return _all(net, p, q, box, sdp, backend, time_limit, mip_gap)
     return _run(net, method, p, q, box, sdp, backend, time_limit, mip_gap)
@@ -233,6 +241,49 @@ def _segments(net: Network) -> list[list[Affine]]:
     return runs
 
 
+def fuse_run(run: list[Affine]) -> tuple[np.ndarray, np.ndarray]:
+    """The product W_r ... W_1 of a run of affine maps in float64 and an entrywise bound E on its
+    distance to the exact product: fl(L P) = L P + F with |F| <= gamma_k |L| |P|, so the error of
+    the running product obeys E' = |L| E + gamma_k |L| |P| (the biases do not matter)."""
+    W = run[0].weight
+    E = np.zeros_like(W)
+    for layer in run[1:]:
+        L = layer.weight
+        absL = np.abs(L)
+        E = absL @ E + gamma(L.shape[1] + 2) * (absL @ np.abs(W)) * (1.0 + 4.0 * U * L.shape[1])
+        W = L @ W
+    return W, E
+
+
+def fused_blocks(net: Network) -> tuple[list[np.ndarray], float]:
+    """Weights of the alternating form A_1, ReLU, ..., A_k of `net` and an additive l2 slack.
+
+    Runs of consecutive affine maps are multiplied out in float64 (identity where two ReLUs meet
+    or at an end). Replacing each exact product A_i by its float64 value changes the Lipschitz
+    constant by at most sum_i ||A_i - fl(A_i)||_2 prod_{j != i} (||fl(A_j)||_2 + ||E_j||_F)
+    (triangle inequality, one block at a time); that sum, rounded up, is the slack.
+    """
+    weights, errors = [], []
+    for run in _segments(net):
+        if not run:
+            n = weights[-1].shape[0] if weights else net.input_dim
+            weights.append(np.eye(n))
+            errors.append(None)
+            continue
+        W, E = fuse_run(run)
+        weights.append(W)
+        errors.append(E if len(run) > 1 and np.any(E) else None)
+    if all(E is None for E in errors):
+        return weights, 0.0
+    err_norms = [0.0 if E is None else frobenius_up(E) for E in errors]
+    norms = [add_up(spectral_norm_upper(W), e) for W, e in zip(weights, err_norms)]
+    slack = 0.0
+    for i, e in enumerate(err_norms):
+        if e > 0:
+            slack = add_up(slack, mul_up(e, *[v for j, v in enumerate(norms) if j != i]))
+    return weights, slack
+
+
 def _run_norms(run: list[Affine]) -> dict[tuple[str, str], float]:
     """Upper bounds ||A_run||_{r->s} for all norm pairs of a run of affine maps."""
     if not run:  # identity between two ReLUs: ||I||_{r->s} = 1 when ||.||_s <= ||.||_r
@@ -241,14 +292,13 @@ def _run_norms(run: list[Affine]) -> dict[tuple[str, str], float]:
     for layer in run[1:]:
         step = {(r, s): affine_norm_upper(layer, r, s, NAIVE_ENUMERATION) for r in NORMS for s in NORMS}
         best = _compose(best, step)
-    if len(run) > 1:
-        W = run[0].weight
-        for layer in run[1:]:
-            W = layer.weight @ W
+    if len(run) > 1 and sum(l.weight.size for l in run) <= 4_000_000:
+        # the float64 product, widened by its rounding error: ||E||_{r->s} <= sum_ij |E_ij|
+        W, E = fuse_run(run)
+        slack = mul_up(float(E.sum()), 1.0 + 2.0 * gamma(E.size + 2))
         fused = Affine(W, np.zeros(W.shape[0]))
-        if W.size <= 4_000_000:
-            for key in best:
-                best[key] = min(best[key], affine_norm_upper(fused, *key, NAIVE_ENUMERATION))
+        for key in best:
+            best[key] = min(best[key], add_up(affine_norm_upper(fused, *key, NAIVE_ENUMERATION), slack))
     return best
 
 
@@ -290,7 +340,7 @@ def sdp_bound(
     q: str,
     *,
     solver: str = "SCS",
-    accuracy: float = 1e-5,
+    accuracy: float | None = None,
     structure: str = "auto",
     max_neurons: int | None = None,
     time_limit: float | None = None,
@@ -309,14 +359,17 @@ def sdp_bound(
     if method == "eclipse-fast":
         piece = eclipse_piece
     else:
-        piece = lipsdp_piece(method.split("-")[1], solver=check_solver(solver), structure=structure,
-                             accuracy=accuracy, time_limit=time_limit)
-    maps, _ = net.affine_blocks()
-    chain = WeightChain.from_weights([m.weight for m in maps])
+        variant = method.split("-")[1]
+        piece = lipsdp_piece(variant, solver=check_solver(solver), structure=structure,
+                             accuracy=accuracy or DEFAULT_ACCURACY[variant], time_limit=time_limit)
+    weights, slack = fused_blocks(net)
+    chain = WeightChain.from_weights(weights)
     l2 = certify_chain(chain, piece, limit)
+    l2_upper = add_up(l2.upper, slack) if slack else l2.upper
     c, why = norm_conversion(p, q, net.input_dim, net.output_dim)
     details = {
-        "l2_bound": l2.upper,
+        "l2_bound": l2_upper,
+        "fusion_slack": slack,
         "solver_bound": mul_up(l2.raw, c) if l2.raw > 0 else 0.0,
         "norm_conversion": c,
         "conversion": why,
@@ -324,7 +377,7 @@ def sdp_bound(
         "solver_seconds": l2.solver_seconds,
     }
     status = "fallback" if l2.fallback else "certified"
-    return GlobalLipschitzResult(mul_up(l2.upper, c), method, time.perf_counter() - t0, p, q, True, status=status, details=details)
+    return GlobalLipschitzResult(mul_up(l2_upper, c), method, time.perf_counter() - t0, p, q, True, status=status, details=details)
 
 
 # --------------------------------------------------------------------------------------- MIP

@@ -34,7 +34,10 @@ class WeightChain:
             w = np.asarray(w, dtype=np.float64)
             fro = float(np.linalg.norm(w))
             e = 0 if fro == 0 else int(round(math.log2(_spectral_estimate(w))))
-            ws.append(np.ldexp(w, -e))
+            scaled = np.ldexp(w, -e)
+            if not np.array_equal(np.ldexp(scaled, e), w):  # subnormal results would round
+                e, scaled = 0, w
+            ws.append(scaled)
             exps.append(e)
         return cls(ws, exps)
 
@@ -60,12 +63,18 @@ class WeightChain:
         return any(not np.any(w) for w in self.weights)
 
     def reduced_input(self) -> np.ndarray:
-        """R = U S from the thin SVD W_0 = U S V^T: R R^T = W_0 W_0^T, so R can replace W_0 in
-        every LipSDP constraint (they see W_0 only through W_0 W_0^T after a Schur complement on
-        the input block): the input dimension drops to rank <= n_1 (exact input reduction)."""
+        """R with R R^T = W_0 W_0^T and min(n_0, n_1) columns (R = U S of the thin SVD
+        W_0 = U S V^T, computed from the eigendecomposition of the smaller Gram matrix). R can
+        replace W_0 in every LipSDP constraint, which see W_0 only through W_0 W_0^T after a Schur
+        complement on the input block: exact input reduction to rank <= n_1. Only the solver sees
+        R; the validation uses W_0 W_0^T itself."""
         if self._reduced is None:
-            u, s, _ = np.linalg.svd(self.weights[0], full_matrices=False)
-            self._reduced = u * s
+            w = self.weights[0]
+            if w.shape[1] <= w.shape[0]:
+                self._reduced = w
+            else:
+                s, V = np.linalg.eigh(self.input_gram()[0])
+                self._reduced = V * np.sqrt(np.maximum(s, 0.0))
         return self._reduced
 
     def input_gram(self) -> tuple[np.ndarray, np.ndarray]:
@@ -85,7 +94,8 @@ class WeightChain:
 def _spectral_estimate(w: np.ndarray) -> float:
     """A cheap estimate of ||w||_2 (only chooses the power-of-two scale; no soundness role)."""
     if min(w.shape) <= 512:
-        return float(np.linalg.norm(w, 2))
+        g = w @ w.T if w.shape[0] <= w.shape[1] else w.T @ w
+        return float(np.sqrt(max(np.linalg.eigvalsh(g)[-1], np.finfo(float).tiny)))
     v = np.random.default_rng(0).standard_normal(w.shape[1])
     for _ in range(50):
         v = w.T @ (w @ v)

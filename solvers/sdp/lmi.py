@@ -97,7 +97,7 @@ def recompute_rho(chain: WeightChain, lams: list[np.ndarray], negH: np.ndarray) 
     B = np.zeros((negH.shape[0], R.shape[1]))
     B[: R.shape[0]] = lams[0][:, None] * R
     X = scipy.linalg.solve_triangular(L, B, lower=True, check_finite=False)
-    return float(np.linalg.norm(X, 2) ** 2) if X.size else 0.0
+    return float(np.linalg.eigvalsh(X.T @ X)[-1]) if X.size else 0.0
 
 
 def validate(chain: WeightChain, lams, rho_floor: float = 0.0) -> Validation:
