@@ -13,6 +13,8 @@ import math
 import cvxpy as cp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from certify.lipschitz.global_bounds import global_lipschitz
 from models.ir import sequential
@@ -211,3 +213,25 @@ def test_consecutive_affine_layers_are_fused_with_a_rounding_slack():
     # the fused product B A is used when it beats ||B|| ||A||
     assert naive <= np.linalg.norm(B @ A, 2) * np.linalg.norm(C, 2) * (1 + 1e-9)
     assert res.upper >= _sampled_l2(net, 1000)
+
+
+def test_clarabel_is_selectable_and_agrees():
+    net = random_relu_net((4, 7, 6, 2), seed=13)
+    ref, _ = reference_lipsdp(_weights(net), "neuron")
+    res = global_lipschitz(net, "lipsdp-neuron", solver="CLARABEL")
+    assert res.details["pieces"][0]["solver"] == "CLARABEL"
+    assert ref * (1 - 1e-7) <= res.upper <= ref * (1 + 1e-3)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 9), min_size=2, max_size=5),
+    seed=st.integers(0, 10_000),
+    bias=st.sampled_from([0.0, 0.1, 3.0]),
+)
+def test_eclipse_fast_invariants_on_random_nets(sizes, seed, bias):
+    net = random_relu_net(tuple(sizes), seed=seed, bias_scale=bias)
+    res = global_lipschitz(net, "eclipse-fast")
+    assert res.validated
+    assert _sampled_l2(net, 200, seed=seed) <= res.upper
+    assert res.upper <= global_lipschitz(net, "naive").upper * (1 + 1e-9)

@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--domain", metavar="LO,HI", help="input box [LO, HI]^n (needed by mip)")
     p.add_argument("--solver", default="SCS", help="SDP solver: SCS (default), CLARABEL or MOSEK")
     p.add_argument("--accuracy", type=float, default=None,
-                   help="SDP solver tolerance (default 1e-5 for lipsdp-neuron, 1e-4 for lipsdp-layer)")
+                   help="SDP solver tolerance (default 1e-5 for lipsdp-neuron, 1e-3 for lipsdp-layer)")
     p.add_argument("--time-limit", type=float, default=None, help="seconds per solver call")
     add_json_flag(p)
     p.set_defaults(handler=_global)

@@ -57,15 +57,18 @@ def expand_multipliers(chain: WeightChain, lams) -> list[np.ndarray]:
     return out
 
 
-def negative_hidden_block(chain: WeightChain, lams: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, list[int]]:
-    """-H as a dense float64 matrix, an entrywise bound on its rounding error, and block offsets."""
+def negative_hidden_block(
+    chain: WeightChain, lams: list[np.ndarray], with_error: bool = True
+) -> tuple[np.ndarray, np.ndarray | None, list[int]]:
+    """-H as a dense float64 matrix, an entrywise bound on its rounding error (unless not
+    `with_error`), and the block offsets."""
     sizes = chain.hidden_sizes
     offsets = [0]
     for n in sizes:
         offsets.append(offsets[-1] + n)
     N = offsets[-1]
     A = np.zeros((N, N))
-    E = np.zeros((N, N))
+    E = np.zeros((N, N)) if with_error else None
     l = chain.depth
     for k in range(l):
         s = slice(offsets[k], offsets[k + 1])
@@ -75,16 +78,24 @@ def negative_hidden_block(chain: WeightChain, lams: list[np.ndarray]) -> tuple[n
             C = -lams[k + 1][:, None] * chain.weights[k + 1]
             A[t, s] = C
             A[s, t] = C.T
-            E[t, s] = U * np.abs(C)
-            E[s, t] = E[t, s].T
+            if E is not None:
+                E[t, s] = U * np.abs(C)
+                E[s, t] = E[t, s].T
     wl = chain.weights[-1]
     s = slice(offsets[l - 1], offsets[l])
-    gram = wl.T @ wl
-    a = np.abs(wl)
-    last = A[s, s] - gram
+    last = A[s, s] - wl.T @ wl
     A[s, s] = last
-    E[s, s] += gamma(wl.shape[0] + 2) * (a.T @ a) * (1.0 + 4.0 * U * wl.shape[0]) + 2.0 * U * np.abs(last)
+    if E is not None:
+        a = np.abs(wl)
+        E[s, s] += gamma(wl.shape[0] + 2) * (a.T @ a) * (1.0 + 4.0 * U * wl.shape[0]) + 2.0 * U * np.abs(last)
     return A, E, offsets
+
+
+def rho_of_multipliers(chain: WeightChain, lams) -> float:
+    """rho*(T) for (clipped) multipliers, inf when -H is not positive definite (no proof here)."""
+    lams = expand_multipliers(chain, lams)
+    negH, _, _ = negative_hidden_block(chain, lams, with_error=False)
+    return recompute_rho(chain, lams, negH)
 
 
 def recompute_rho(chain: WeightChain, lams: list[np.ndarray], negH: np.ndarray) -> float:
@@ -123,7 +134,8 @@ def validate(chain: WeightChain, lams, rho_floor: float = 0.0) -> Validation:
         A = negH.copy()
         A[:n1, :n1] -= c * TGT
         E = E_H.copy()
-        E[:n1, :n1] += c * TGT_err * (1.0 + 4.0 * U) + 2.0 * U * np.abs(A[:n1, :n1])
+        # exact: c TGT_exact; computed: fl(negH - fl(c TGT)), one rounding each
+        E[:n1, :n1] += c * TGT_err * (1.0 + 4.0 * U) + 2.0 * U * (c * np.abs(TGT) + np.abs(A[:n1, :n1]))
         proof = prove_psd(A, E)
         if proof.proven:
             return Validation(True, rho, rho_star, proof.margin)
