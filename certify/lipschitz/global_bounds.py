@@ -2,11 +2,8 @@
 
 Methods (each returns a certified upper bound; none reports a solver's number unchecked):
 
-- "naive": product of per-layer operator norms, optimised over the intermediate norms (ReLU is
-  1-Lipschitz in every l_p norm, so Lip_{p->q} <= prod_k ||A_k||_{r_k -> r_{k+1}} for any chain of
-  norms r_0 = p, ..., r_L = q; a dynamic programme picks the best). Dense norms are exact up to
-  upward rounding where cheap and proven upper bounds otherwise; convolutions use the structured
-  bound of `solvers.conv_norm`. Every norm pair is supported.
+- "naive": product of per-layer operator norms with the best intermediate norms
+  (`certify.lipschitz.norm_product`); every norm pair is supported.
 - "lipsdp-neuron", "lipsdp-layer": LipSDP (cvxpy, SCS by default) with multipliers validated by a
   float64 Cholesky proof (`solvers.sdp`).
 - "eclipse-fast": the closed-form ECLipsE-Fast multipliers, validated the same way.
@@ -26,86 +23,23 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from models.errors import BadInput
-from models.ir import Affine, Network, ReLU
+from models.ir import Network
 from solvers.blas import single_threaded_blas
-from solvers.norms import NORMS, affine_norm_upper, parse_norm, spectral_norm_upper
-from solvers.psd import U, add_up, frobenius_up, gamma, mul_up, sqrt_up
+from solvers.norms import parse_norm
+from solvers.psd import add_up, mul_up
+
+from .global_result import GlobalLipschitzComparison, GlobalLipschitzResult, norm_conversion
+from .norm_product import fused_blocks, naive_bound
 
 METHODS = ("naive", "eclipse-fast", "lipsdp-layer", "lipsdp-neuron", "mip")
-SDP_METHODS = ("lipsdp-neuron", "lipsdp-layer", "eclipse-fast")
 MIP_NORMS = ("l1", "linf")
 # SDP solver tolerance; LipSDP-Layer's few multipliers are polished locally after the solve
 DEFAULT_ACCURACY = {"neuron": 1e-5, "layer": 1e-3}
-# sign-vector enumeration cap for the NP-hard pairs inside the naive product (2^16 vectors)
-NAIVE_ENUMERATION = 16
-
-
-@dataclass
-class GlobalLipschitzResult:
-    """A certified upper bound on the Lipschitz constant ||f(x) - f(y)||_q <= upper ||x - y||_p.
-
-    `validated` means the bound was proven in float64 outside any solver (Cholesky proof of the
-    SDP multipliers, proven norms, or the MILP's dual bound). `lower` is only set by "mip" (a
-    witness-backed lower bound over the domain). `status` is "certified", "fallback" (part of an
-    SDP bound came from a norm product because its certificate could not be proven) or the MILP
-    status.
-    """
-
-    upper: float
-    method: str
-    seconds: float
-    input_norm: str
-    output_norm: str
-    validated: bool
-    lower: float | None = None
-    status: str = "certified"
-    details: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {
-            "upper": self.upper,
-            "method": self.method,
-            "seconds": self.seconds,
-            "input_norm": self.input_norm,
-            "output_norm": self.output_norm,
-            "validated": self.validated,
-            "status": self.status,
-        }
-        if self.lower is not None:
-            out["lower"] = self.lower
-        out["details"] = self.details
-        return out
-
-
-@dataclass
-class GlobalLipschitzComparison:
-    """method="all": one result per applicable method, the best (smallest) upper bound, and the
-    methods that were skipped with the reason."""
-
-    results: list[GlobalLipschitzResult]
-    skipped: dict[str, str]
-
-    @property
-    def best(self) -> GlobalLipschitzResult:
-        return min(self.results, key=lambda r: r.upper)
-
-    @property
-    def upper(self) -> float:
-        return self.best.upper
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "method": "all",
-            "results": [r.to_dict() for r in self.results],
-            "best": self.best.to_dict(),
-            "skipped": self.skipped,
-        }
 
 
 # --------------------------------------------------------------------------------------- API
@@ -223,124 +157,6 @@ def _parse_domain(net: Network, domain) -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
-def norm_conversion(p: str, q: str, n_in: int, n_out: int) -> tuple[float, str]:
-    """(c, explanation) with Lip_{p->q} <= c * Lip_{2->2} (c rounded up)."""
-    c, why = 1.0, []
-    if p == "linf":
-        c = mul_up(c, sqrt_up(n_in))
-        why.append(f"||x||_2 <= sqrt({n_in}) ||x||_inf")
-    elif p == "l1":
-        why.append("||x||_2 <= ||x||_1")
-    if q == "l1":
-        c = mul_up(c, sqrt_up(n_out))
-        why.append(f"||y||_1 <= sqrt({n_out}) ||y||_2")
-    elif q == "linf":
-        why.append("||y||_inf <= ||y||_2")
-    return c, "; ".join(why) if why else "l2->l2 (no conversion)"
-
-
-# ------------------------------------------------------------------------------------- naive
-def _segments(net: Network) -> list[list[Affine]]:
-    """Runs of consecutive affine layers (a ReLU between runs); an empty run stands for identity."""
-    runs: list[list[Affine]] = [[]]
-    for layer in net.layers:
-        if isinstance(layer, ReLU):
-            runs.append([])
-        else:
-            runs[-1].append(layer)
-    return runs
-
-
-def fuse_run(run: list[Affine]) -> tuple[np.ndarray, np.ndarray]:
-    """The product W_r ... W_1 of a run of affine maps in float64 and an entrywise bound E on its
-    distance to the exact product: fl(L P) = L P + F with |F| <= gamma_k |L| |P|, so the error of
-    the running product obeys E' = |L| E + gamma_k |L| |P| (the biases do not matter)."""
-    W = run[0].weight
-    E = np.zeros_like(W)
-    for layer in run[1:]:
-        L = layer.weight
-        absL = np.abs(L)
-        E = absL @ E + gamma(L.shape[1] + 2) * (absL @ np.abs(W)) * (1.0 + 4.0 * U * L.shape[1])
-        W = L @ W
-    return W, E
-
-
-def fused_blocks(net: Network) -> tuple[list[np.ndarray], float]:
-    """Weights of the alternating form A_1, ReLU, ..., A_k of `net` and an additive l2 slack.
-
-    Runs of consecutive affine maps are multiplied out in float64 (identity where two ReLUs meet
-    or at an end). Replacing each exact product A_i by its float64 value changes the Lipschitz
-    constant by at most sum_i ||A_i - fl(A_i)||_2 prod_{j != i} (||fl(A_j)||_2 + ||E_j||_F)
-    (triangle inequality, one block at a time); that sum, rounded up, is the slack.
-    """
-    weights, errors = [], []
-    for run in _segments(net):
-        if not run:
-            n = weights[-1].shape[0] if weights else net.input_dim
-            weights.append(np.eye(n))
-            errors.append(None)
-            continue
-        W, E = fuse_run(run)
-        weights.append(W)
-        errors.append(E if len(run) > 1 and np.any(E) else None)
-    if all(E is None for E in errors):
-        return weights, 0.0
-    err_norms = [0.0 if E is None else frobenius_up(E) for E in errors]
-    norms = [add_up(spectral_norm_upper(W), e) for W, e in zip(weights, err_norms)]
-    slack = 0.0
-    for i, e in enumerate(err_norms):
-        if e > 0:
-            slack = add_up(slack, mul_up(e, *[v for j, v in enumerate(norms) if j != i]))
-    return weights, slack
-
-
-def _run_norms(run: list[Affine]) -> dict[tuple[str, str], float]:
-    """Upper bounds ||A_run||_{r->s} for all norm pairs of a run of affine maps."""
-    if not run:  # identity between two ReLUs: ||I||_{r->s} = 1 when ||.||_s <= ||.||_r
-        return {(r, s): 1.0 for r in NORMS for s in NORMS if NORMS.index(r) <= NORMS.index(s)}
-    best = {(r, s): affine_norm_upper(run[0], r, s, NAIVE_ENUMERATION) for r in NORMS for s in NORMS}
-    for layer in run[1:]:
-        step = {(r, s): affine_norm_upper(layer, r, s, NAIVE_ENUMERATION) for r in NORMS for s in NORMS}
-        best = _compose(best, step)
-    if len(run) > 1 and sum(l.weight.size for l in run) <= 4_000_000:
-        # the float64 product, widened by its rounding error: ||E||_{r->s} <= sum_ij |E_ij|
-        W, E = fuse_run(run)
-        slack = mul_up(float(E.sum()), 1.0 + 2.0 * gamma(E.size + 2))
-        fused = Affine(W, np.zeros(W.shape[0]))
-        for key in best:
-            best[key] = min(best[key], add_up(affine_norm_upper(fused, *key, NAIVE_ENUMERATION), slack))
-    return best
-
-
-def _compose(first: dict, second: dict) -> dict:
-    out = {}
-    for r in NORMS:
-        for s in NORMS:
-            cands = [mul_up(first[(r, m)], second[(m, s)]) for m in NORMS if (r, m) in first and (m, s) in second]
-            if cands:
-                out[(r, s)] = min(cands)
-    return out
-
-
-def naive_bound(net: Network, p: str, q: str) -> GlobalLipschitzResult:
-    """Product of per-layer operator norms with the best intermediate norms (dynamic programme)."""
-    t0 = time.perf_counter()
-    cost = {p: 1.0}
-    path: dict[str, list[str]] = {p: [p]}
-    for run in _segments(net):
-        norms = _run_norms(run)
-        new_cost, new_path = {}, {}
-        for (r, s), value in norms.items():
-            if r in cost:
-                v = mul_up(cost[r], value)
-                if s not in new_cost or v < new_cost[s]:
-                    new_cost[s], new_path[s] = v, path[r] + [s]
-        cost, path = new_cost, new_path
-    upper = cost.get(q, math.inf)  # the last run offers every output norm, so q is always reached
-    details = {"intermediate_norms": path.get(q, [])[1:-1], "layers": len(net.layers)}
-    return GlobalLipschitzResult(upper, "naive", time.perf_counter() - t0, p, q, True, details=details)
-
-
 # --------------------------------------------------------------------------------------- SDP
 def sdp_bound(
     net: Network,
@@ -444,5 +260,5 @@ def mip_bound(
                                  lower=float(cert.lower), status=str(cert.status), details=details)
 
 
-__all__ = ["GlobalLipschitzComparison", "GlobalLipschitzResult", "METHODS", "global_lipschitz", "naive_bound", "sdp_bound"]
+__all__ = ["GlobalLipschitzComparison", "GlobalLipschitzResult", "METHODS", "global_lipschitz", "mip_bound", "sdp_bound"]
 

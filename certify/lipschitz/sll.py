@@ -30,7 +30,7 @@ from solvers.conv_norm import conv_spectral_norm_upper
 from solvers.norms import affine_norm_upper, gram_norm_upper
 from solvers.psd import U, add_up, mul_up, sqrt_up
 
-from .global_bounds import GlobalLipschitzResult, norm_conversion
+from .global_result import GlobalLipschitzResult, norm_conversion
 
 
 def sll_gamma_upper(layer: SLLLayer) -> float:
