@@ -235,3 +235,74 @@ def test_eclipse_fast_invariants_on_random_nets(sizes, seed, bias):
     assert res.validated
     assert _sampled_l2(net, 200, seed=seed) <= res.upper
     assert res.upper <= global_lipschitz(net, "naive").upper * (1 + 1e-9)
+
+
+def test_failed_certificates_split_down_to_proven_norm_products():
+    from solvers.norms import spectral_norm_upper
+    from solvers.sdp import certify_chain
+
+    net = random_relu_net((3, 5, 6, 4, 2), seed=14)
+    W = _weights(net)
+    chain = WeightChain.from_weights(W)
+    calls = []
+
+    def failing(sub):
+        calls.append(sub.depth)
+        return None, "forced failure"
+
+    res = certify_chain(chain, failing)
+    assert res.fallback
+    assert calls[0] == 3 and 1 in calls  # halved, then single hidden layers
+    # every piece fell back to a product of proven spectral norms: the whole product
+    product = np.prod([spectral_norm_upper(w) for w in W])
+    assert res.upper == pytest.approx(product, rel=1e-12) and res.upper >= product * (1 - 1e-15)
+    assert res.upper >= _sampled_l2(net, 500)
+
+
+def test_sdp_bad_parameters():
+    from certify.errors import BadInput
+
+    net = random_relu_net((3, 4, 2), seed=15)
+    with pytest.raises(BadInput, match="structure"):
+        global_lipschitz(net, "lipsdp-neuron", structure="tree")
+    with pytest.raises(BadInput, match="max_neurons"):
+        global_lipschitz(net, "lipsdp-layer", max_neurons=0)
+    with pytest.raises(BadInput, match="time_limit"):
+        global_lipschitz(net, "lipsdp-layer", time_limit=-1)
+    with pytest.raises(BadInput, match="domain"):
+        global_lipschitz(net, "naive", domain=(0.0, [1.0, 2.0, 3.0, 4.0]))
+    with pytest.raises(BadInput, match="SLL"):
+        global_lipschitz(net, "sll")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["lipsdp-neuron", "lipsdp-layer", "eclipse-fast"])
+def test_benchmark_sized_nets_are_validated(method):
+    # 784 inputs: exact input reduction to 100; 8 hidden layers: chain of clique LMIs
+    for sizes in [(784, 100, 100, 10), (10,) + (50,) * 8 + (10,)]:
+        net = random_relu_net(sizes, seed=0)
+        res = global_lipschitz(net, method)
+        assert res.validated and res.status == "certified"
+        assert res.upper >= res.details["solver_bound"]
+        assert _sampled_l2(net, 300) <= res.upper <= global_lipschitz(net, "naive").upper
+        if method != "eclipse-fast" and sizes[0] == 784:
+            assert res.details["pieces"][0]["input_reduction"] == [784, 100]
+
+
+def test_too_wide_layers_fall_back_to_structured_norms():
+    import torch
+
+    from certify.lipschitz.norm_product import fused_blocks
+    from models import from_torch
+    from solvers.sdp import certify_chain, eclipse_piece
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(50, 3))
+    net = from_torch(model, (1, 1, 5, 5))
+    weights, sources, slack = fused_blocks(net)
+    assert sources[0].conv is not None and slack == 0.0
+    res = certify_chain(WeightChain.from_weights(weights, sources), eclipse_piece, max_width=10)
+    (piece,) = res.pieces
+    assert piece["method"] == "norm product" and "more than 10" in piece["fallback"]
+    assert res.upper >= _sampled_l2(net, 500)
+    assert res.upper == pytest.approx(global_lipschitz(net, "naive").upper, rel=1e-9)

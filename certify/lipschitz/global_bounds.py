@@ -187,8 +187,8 @@ def sdp_bound(
         variant = method.split("-")[1]
         piece = lipsdp_piece(variant, solver=check_solver(solver), structure=structure,
                              accuracy=accuracy or DEFAULT_ACCURACY[variant], time_limit=time_limit)
-    weights, slack = fused_blocks(net)
-    chain = WeightChain.from_weights(weights)
+    weights, sources, slack = fused_blocks(net)
+    chain = WeightChain.from_weights(weights, sources)
     l2 = certify_chain(chain, piece, limit)
     l2_upper = add_up(l2.upper, slack) if slack else l2.upper
     c, why = norm_conversion(p, q, net.input_dim, net.output_dim)

@@ -50,33 +50,38 @@ def fuse_run(run: list[Affine]) -> tuple[np.ndarray, np.ndarray]:
     return W, E
 
 
-def fused_blocks(net: Network) -> tuple[list[np.ndarray], float]:
-    """Weights of the alternating form A_1, ReLU, ..., A_k of `net` and an additive l2 slack.
+def fused_blocks(net: Network) -> tuple[list[np.ndarray], list[Affine | None], float]:
+    """Weights of the alternating form A_1, ReLU, ..., A_k of `net`, their source layers, and an
+    additive l2 slack.
 
     Runs of consecutive affine maps are multiplied out in float64 (identity where two ReLUs meet
-    or at an end). Replacing each exact product A_i by its float64 value changes the Lipschitz
-    constant by at most sum_i ||A_i - fl(A_i)||_2 prod_{j != i} (||fl(A_j)||_2 + ||E_j||_F)
+    or at an end); the source is the IR layer when a run has exactly one (its convolution
+    structure stays usable), else None. Replacing each exact product A_i by its float64 value
+    changes the Lipschitz constant by at most
+    sum_i ||A_i - fl(A_i)||_2 prod_{j != i} (||fl(A_j)||_2 + ||E_j||_F)
     (triangle inequality, one block at a time); that sum, rounded up, is the slack.
     """
-    weights, errors = [], []
+    weights, sources, errors = [], [], []
     for run in _segments(net):
         if not run:
             n = weights[-1].shape[0] if weights else net.input_dim
             weights.append(np.eye(n))
+            sources.append(None)
             errors.append(None)
             continue
         W, E = fuse_run(run)
         weights.append(W)
+        sources.append(run[0] if len(run) == 1 else None)
         errors.append(E if len(run) > 1 and np.any(E) else None)
     if all(E is None for E in errors):
-        return weights, 0.0
+        return weights, sources, 0.0
     err_norms = [0.0 if E is None else frobenius_up(E) for E in errors]
     norms = [add_up(spectral_norm_upper(W), e) for W, e in zip(weights, err_norms)]
     slack = 0.0
     for i, e in enumerate(err_norms):
         if e > 0:
             slack = add_up(slack, mul_up(e, *[v for j, v in enumerate(norms) if j != i]))
-    return weights, slack
+    return weights, sources, slack
 
 
 def _run_norms(run: list[Affine]) -> dict[tuple[str, str], float]:

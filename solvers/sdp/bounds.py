@@ -17,13 +17,15 @@ from typing import Callable
 import numpy as np
 import scipy.linalg
 
-from ..norms import spectral_norm_upper
 from ..psd import mul_up, sqrt_up
 from .chain import WeightChain
 from .lipsdp import solve_lipsdp
 from .lmi import validate
 
 MAX_NEURONS = 800  # hidden neurons per SDP before the chain is split into sub-networks
+# a single hidden layer wider than this is not given to an SDP (nor to ECLipsE's dense
+# eigenproblems): its piece is bounded by the product of its proven norms
+MAX_LAYER_WIDTH = 4000
 MARGINS = (1e-6, 1e-5, 1e-4)  # hidden-block margins tried in turn (normalised weights)
 
 
@@ -70,14 +72,18 @@ def certify_chain(
     chain: WeightChain,
     piece: Callable[[WeightChain], tuple[PieceResult | None, str]],
     max_neurons: int = MAX_NEURONS,
+    max_width: int = MAX_LAYER_WIDTH,
 ) -> L2Bound:
-    """Run `piece` on each sub-network of at most `max_neurons` hidden neurons and multiply."""
+    """Run `piece` on each sub-network of at most `max_neurons` hidden neurons and multiply.
+
+    Pieces containing a hidden layer wider than `max_width` are bounded by norm products.
+    """
     t0 = time.perf_counter()
     if chain.is_zero:
         return L2Bound(0.0, 0.0, time.perf_counter() - t0, [{"weights": [0, len(chain.weights)], "method": "zero weight"}])
     pieces: list[dict] = []
     for a, b in split_by_size(chain, max_neurons):
-        _certify_range(chain, a, b, piece, pieces)
+        _certify_range(chain, a, b, piece, pieces, max_width)
     upper, raw = 1.0, 1.0
     for p in pieces:
         upper = mul_up(upper, p["bound"])
@@ -86,23 +92,26 @@ def certify_chain(
     return L2Bound(float(np.ldexp(upper, scale)), float(np.ldexp(raw, scale)), time.perf_counter() - t0, pieces)
 
 
-def _certify_range(chain: WeightChain, a: int, b: int, piece, out: list[dict]) -> None:
+def _certify_range(chain: WeightChain, a: int, b: int, piece, out: list[dict], max_width: int) -> None:
     sub = chain.sub_chain(a, b)
     where = {"weights": [a, b], "hidden_neurons": int(sum(sub.hidden_sizes))}
     if sub.depth == 0:
-        norm = spectral_norm_upper(sub.weights[0])
+        norm = sub.norm_upper(0)
         out.append({**where, "method": "spectral norm", "bound": norm, "raw": norm})
         return
-    result, reason = piece(sub)
+    if max(sub.hidden_sizes) > max_width:
+        result, reason = None, f"a hidden layer has more than {max_width} neurons"
+    else:
+        result, reason = piece(sub)
     if result is not None:
         out.append({**where, "bound": result.bound, "raw": result.raw, **result.info})
         return
     if sub.depth >= 2:  # split in the middle and retry both halves
         cut = a + sub.depth // 2  # hidden layer index (global) where the chain is cut
-        _certify_range(chain, a, cut + 1, piece, out)
-        _certify_range(chain, cut + 1, b, piece, out)
+        _certify_range(chain, a, cut + 1, piece, out, max_width)
+        _certify_range(chain, cut + 1, b, piece, out, max_width)
         return
-    bound = mul_up(spectral_norm_upper(sub.weights[0]), spectral_norm_upper(sub.weights[1]))
+    bound = mul_up(sub.norm_upper(0), sub.norm_upper(1))
     out.append({**where, "method": "norm product", "fallback": reason, "bound": bound, "raw": bound})
 
 

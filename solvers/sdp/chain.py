@@ -20,15 +20,20 @@ from ..psd import U, gamma
 
 @dataclass
 class WeightChain:
-    """Normalised weights W_0..W_l (W_k of shape (n_{k+1}, n_k)) and their power-of-two scales."""
+    """Normalised weights W_0..W_l (W_k of shape (n_{k+1}, n_k)) and their power-of-two scales.
+
+    `sources` optionally holds, per weight, the IR `Affine` layer it came from (None for products
+    of several layers), so that `norm_upper` can use a convolution's structured norm bound.
+    """
 
     weights: list[np.ndarray]
     exponents: list[int]
+    sources: list | None = None
     _reduced: np.ndarray | None = field(default=None, repr=False)
     _gram: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
     @classmethod
-    def from_weights(cls, weights: list[np.ndarray]) -> "WeightChain":
+    def from_weights(cls, weights: list[np.ndarray], sources: list | None = None) -> "WeightChain":
         ws, exps = [], []
         for w in weights:
             w = np.asarray(w, dtype=np.float64)
@@ -39,7 +44,7 @@ class WeightChain:
                 e, scaled = 0, w
             ws.append(scaled)
             exps.append(e)
-        return cls(ws, exps)
+        return cls(ws, exps, sources)
 
     @property
     def depth(self) -> int:
@@ -88,7 +93,18 @@ class WeightChain:
 
     def sub_chain(self, start: int, stop: int) -> "WeightChain":
         """The chain of weights start..stop-1 (a sub-network; the ReLUs at the cut are 1-Lipschitz)."""
-        return WeightChain(self.weights[start:stop], self.exponents[start:stop])
+        sources = self.sources[start:stop] if self.sources is not None else None
+        return WeightChain(self.weights[start:stop], self.exponents[start:stop], sources)
+
+    def norm_upper(self, k: int) -> float:
+        """Certified upper bound on ||W_k||_2 of the normalised weight (structured for convolutions)."""
+        from ..norms import affine_norm_upper, spectral_norm_upper
+
+        source = self.sources[k] if self.sources is not None else None
+        if source is not None and getattr(source, "conv", None) is not None:
+            # ||W / 2^e|| = ||W|| / 2^e exactly (scaling by a power of two)
+            return float(np.ldexp(affine_norm_upper(source, "l2", "l2"), -self.exponents[k]))
+        return spectral_norm_upper(self.weights[k])
 
 
 def _spectral_estimate(w: np.ndarray) -> float:
