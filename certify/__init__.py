@@ -21,6 +21,10 @@ _LAZY: dict[str, str] = {
     **{name: "certify.privacy" for name in (
         "calibrate", "chain", "compose", "Guarantee", "LapOutput", "GaussOutput", "GaussInput", "LogisticOutput",
         "perturb_weights", "sensitivity_sampler")},
+    "global_lipschitz": "certify.lipschitz.global_bounds",
+    "SLLLayer": "models.sll",
+    "SLLNetwork": "models.sll",
+    "sll_from_torch": "models.sll",
 }
 
 

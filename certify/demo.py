@@ -58,7 +58,18 @@ def demo_privacy() -> None:
           f"f(x) = {np.round(net.forward(x), 4)}, released: {np.round(mech.release(x), 4)}")
 
 
-STEPS = [demo_import, demo_privacy]
+def demo_global() -> None:
+    from certify.cli import main
+    from models.zoo import lipmip_suite_path
+
+    path = lipmip_suite_path("lipmip_2-16-16-2")
+    cmd = ["global", str(path), "--method", "all", "--input-norm", "linf", "--output-norm", "l1"]
+    _step("Certified global Lipschitz bounds (product of norms, ECLipsE-Fast, LipSDP; validated in float64)",
+          f"certify global {path.name} --method all --input-norm linf --output-norm l1")
+    main(cmd)
+
+
+STEPS = [demo_import, demo_global, demo_privacy]
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ from ..errors import BadInput
 COMMAND_MODULES: tuple[str, ...] = (
     "certify.cli.model_cmds",
     "certify.cli.privacy_cmds",
+    "certify.cli.global_cmd",
 )
 
 _NEGATIVE_VALUE = re.compile(r"^-(\d|\.\d|inf|nan)", re.IGNORECASE)

@@ -1,0 +1,89 @@
+"""`certify global`: certified global Lipschitz upper bounds."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import BadInput
+from .common import add_json_flag, add_model_argument, console, emit, fmt, load_model
+
+METHOD_CHOICES = ("naive", "lipsdp-neuron", "lipsdp-layer", "eclipse-fast", "mip", "all")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "global",
+        help="certified global Lipschitz upper bound",
+        description=(
+            "Certified upper bound on the global Lipschitz constant of a ReLU network: product of "
+            "layer norms (naive), LipSDP-Neuron / LipSDP-Layer and ECLipsE-Fast (l2 bounds validated "
+            "by a float64 Cholesky proof, converted to other norms by norm equivalence), or the exact "
+            "MILP constant over a --domain box (mip). 'all' runs every applicable method."
+        ),
+    )
+    add_model_argument(p)
+    p.add_argument("--method", default="naive", help=f"one of {', '.join(METHOD_CHOICES)} (default naive)")
+    p.add_argument("--input-norm", default="l2", help="l1, l2 or linf (default l2)")
+    p.add_argument("--output-norm", default="l2", help="l1, l2 or linf (default l2)")
+    p.add_argument("--domain", metavar="LO,HI", help="input box [LO, HI]^n (needed by mip)")
+    p.add_argument("--solver", default="SCS", help="SDP solver: SCS (default), CLARABEL or MOSEK")
+    p.add_argument("--accuracy", type=float, default=None,
+                   help="SDP solver tolerance (default 1e-5 for lipsdp-neuron, 1e-3 for lipsdp-layer)")
+    p.add_argument("--time-limit", type=float, default=None, help="seconds per solver call")
+    add_json_flag(p)
+    p.set_defaults(handler=_global)
+
+
+def _domain(spec: str | None):
+    if spec is None:
+        return None
+    parts = spec.split(",")
+    try:
+        lo, hi = (float(v) for v in parts)
+    except ValueError:
+        raise BadInput(f"--domain takes two numbers LO,HI, got {spec!r}") from None
+    return lo, hi
+
+
+def _global(args: argparse.Namespace) -> int:
+    from ..lipschitz.global_bounds import global_lipschitz
+
+    method = args.method.strip().lower()
+    if method not in METHOD_CHOICES:
+        raise BadInput(f"unknown method {args.method!r}; choose one of {', '.join(METHOD_CHOICES)}")
+    domain = _domain(args.domain)
+    net = load_model(args.model)
+    result = global_lipschitz(
+        net,
+        method,
+        input_norm=args.input_norm,
+        output_norm=args.output_norm,
+        domain=domain,
+        solver=args.solver,
+        accuracy=args.accuracy,
+        time_limit=args.time_limit,
+    )
+    out = result.to_dict()
+
+    def line(r: dict) -> str:
+        extra = f", lower {fmt(r['lower'])}" if "lower" in r else ""
+        flag = "validated" if r["validated"] else "NOT validated"
+        status = "" if r["status"] == "certified" else f" [{r['status']}]"
+        return (f"{r['method']:>14}: Lip_{r['input_norm']}->{r['output_norm']} <= {fmt(r['upper'])}{extra} "
+                f"({flag}, {r['seconds']:.2f}s){status}")
+
+    def human(r: dict) -> None:
+        c = console()
+        if r.get("method") == "all":
+            for item in r["results"]:
+                c.print(line(item))
+            for name, why in r["skipped"].items():
+                c.print(f"{name:>14}: skipped ({why})")
+            c.print(f"[bold]best[/bold]: {r['best']['method']} {fmt(r['best']['upper'])}")
+        else:
+            c.print(line(r))
+            conv = r.get("details", {}).get("conversion")
+            if conv and r["input_norm"] + r["output_norm"] != "l2l2":
+                c.print(f"  from the l2 bound by norm equivalence: {conv}")
+
+    return emit(args, out, human)

@@ -1,0 +1,1 @@
+"""Lipschitz certificates: global upper bounds (`global_bounds`, `sll`) and local constants."""

@@ -1,0 +1,149 @@
+"""LipSDP-Neuron and LipSDP-Layer (Fazlyab et al. 2019) in cvxpy, validated in float64.
+
+Formulation (see `solvers.sdp.lmi` for the matrix): minimise rho over rho and multipliers
+T_k = diag(lambda_k) >= 0 (Neuron: one lambda per neuron; Layer: one per layer, T_k = lambda_k I)
+subject to M(rho, T) + blkdiag(0, eps I) <= 0. The small margin eps on the hidden block keeps the
+solver's multipliers strictly feasible, so that the float64 validation can prove them (a boundary
+solution with a singular hidden block cannot be proven by a Cholesky factorisation).
+
+- Exact input reduction: W_0 is replaced by R = U S (thin SVD), R R^T = W_0 W_0^T, so the input
+  block has rank(W_0) <= n_1 rows instead of n_0 (784 -> 100 for an MNIST MLP).
+- Deep nets use a layer-wise chain of small LMIs instead of one large one: M is block tridiagonal,
+  its sparsity graph is chordal with cliques {k-1, k}, so M <= 0 iff M = sum_k E_k^T N_k E_k with
+  every clique matrix N_k <= 0 (Agler et al. 1988); N_k shares a diagonal block with N_{k+1}
+  through a free symmetric split variable Z_k.
+- The coupled "LipSDP-Network" variant (multipliers coupling pairs of neurons) is deliberately
+  absent: its quadratic constraint is not valid for ReLU networks.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from models.errors import BadInput
+
+from .chain import WeightChain
+
+VARIANTS = ("neuron", "layer")
+SOLVERS = ("SCS", "CLARABEL", "MOSEK")
+STRUCTURES = ("auto", "full", "chain")
+CHAIN_FROM_DEPTH = 3  # "auto" uses the chain of clique LMIs from this many hidden layers
+
+
+@dataclass
+class SdpSolution:
+    """What the solver returned: multipliers (unvalidated) and its objective rho."""
+
+    lams: list[np.ndarray]
+    rho: float
+    status: str
+    solver: str
+    seconds: float
+    iterations: int | None
+    structure: str
+
+
+def check_solver(solver: str) -> str:
+    import cvxpy as cp
+
+    name = str(solver).upper()
+    if name not in SOLVERS:
+        raise BadInput(f"unknown SDP solver {solver!r}; choose one of {', '.join(SOLVERS)}")
+    if name not in cp.installed_solvers():
+        raise BadInput(f"SDP solver {name} is not installed; install it or use --solver SCS")
+    return name
+
+
+def _solver_options(solver: str, accuracy: float, time_limit: float | None) -> dict:
+    if solver == "SCS":
+        opts = {"eps_abs": accuracy, "eps_rel": accuracy, "max_iters": 100_000}
+        if time_limit:
+            opts["time_limit_secs"] = float(time_limit)
+        return opts
+    if solver == "CLARABEL":
+        opts = {"tol_gap_abs": accuracy * 1e-2, "tol_gap_rel": accuracy * 1e-2, "tol_feas": accuracy * 1e-2}
+        if time_limit:
+            opts["time_limit"] = float(time_limit)
+        return opts
+    return {"mosek_params": {"MSK_DPAR_OPTIMIZER_MAX_TIME": float(time_limit)}} if time_limit else {}
+
+
+def solve_lipsdp(
+    chain: WeightChain,
+    variant: str = "neuron",
+    *,
+    solver: str = "SCS",
+    structure: str = "auto",
+    margin: float = 1e-6,
+    accuracy: float = 1e-5,
+    time_limit: float | None = None,
+) -> SdpSolution:
+    """Solve LipSDP for a (normalised) chain with at least one hidden layer; nothing is validated here."""
+    import cvxpy as cp
+
+    if variant not in VARIANTS:
+        raise BadInput(f"unknown LipSDP variant {variant!r}; choose one of {', '.join(VARIANTS)}")
+    if structure not in STRUCTURES:
+        raise BadInput(f"unknown LMI structure {structure!r}; choose one of {', '.join(STRUCTURES)}")
+    solver = check_solver(solver)
+    l = chain.depth
+    if l < 1:
+        raise ValueError("LipSDP needs at least one hidden layer")
+    if structure == "auto":
+        structure = "chain" if l >= CHAIN_FROM_DEPTH else "full"
+    t0 = time.perf_counter()
+    R = chain.reduced_input()
+    sizes = [R.shape[1]] + chain.hidden_sizes
+    rho = cp.Variable(name="rho")
+    if variant == "neuron":
+        lams = [cp.Variable(n, nonneg=True, name=f"lambda{k}") for k, n in enumerate(chain.hidden_sizes)]
+        diag = [cp.diag(v) for v in lams]
+    else:
+        lams = [cp.Variable(nonneg=True, name=f"lambda{k}") for k in range(l)]
+        diag = [v * np.eye(n) for v, n in zip(lams, chain.hidden_sizes)]
+    # D_k diagonal blocks (margin included), C_k coupling block k <- k-1 (C_1 uses R for W_0)
+    D = [-rho * np.eye(sizes[0])]
+    C = [None]
+    for k in range(l):
+        w_in = R if k == 0 else chain.weights[k]
+        C.append(diag[k] @ w_in)
+        block = -2 * diag[k] + margin * np.eye(sizes[k + 1])
+        if k == l - 1:
+            block = block + chain.weights[-1].T @ chain.weights[-1]
+        D.append(block)
+    constraints = []
+    if structure == "full":
+        blocks = [[np.zeros((sizes[i], sizes[j])) for j in range(l + 1)] for i in range(l + 1)]
+        for k in range(l + 1):
+            blocks[k][k] = D[k]
+        for k in range(1, l + 1):
+            blocks[k][k - 1] = C[k]
+            blocks[k - 1][k] = C[k].T
+        M = cp.bmat(blocks)
+        constraints.append(-(M + M.T) / 2 >> 0)
+    else:
+        Z = [None] + [cp.Variable((n, n), symmetric=True, name=f"Z{k}") for k, n in enumerate(chain.hidden_sizes[:-1], 1)]
+        for k in range(1, l + 1):
+            first = D[0] if k == 1 else D[k - 1] - Z[k - 1]
+            second = D[k] if k == l else Z[k]
+            N = cp.bmat([[first, C[k].T], [C[k], second]])
+            constraints.append(-(N + N.T) / 2 >> 0)
+    prob = cp.Problem(cp.Minimize(rho), constraints)
+    try:
+        prob.solve(solver=solver, **_solver_options(solver, accuracy, time_limit))
+    except cp.error.SolverError as exc:
+        return SdpSolution([], float("nan"), f"solver_error: {exc}", solver, time.perf_counter() - t0, None, structure)
+    values = [np.atleast_1d(np.asarray(v.value if v.value is not None else np.nan, dtype=np.float64)) for v in lams]
+    stats = prob.solver_stats
+    return SdpSolution(
+        lams=values,
+        rho=float(rho.value) if rho.value is not None else float("nan"),
+        status=str(prob.status),
+        solver=solver,
+        seconds=time.perf_counter() - t0,
+        iterations=getattr(stats, "num_iters", None),
+        structure=structure,
+    )

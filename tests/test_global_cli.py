@@ -1,0 +1,158 @@
+"""`certify global` end to end: JSON contract, methods, norm pairs, conv models, bad input (exit 2)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from models import load_onnx
+from models.zoo import lipmip_suite_path, vnncomp_test_path
+from solvers.norms import operator_norm
+from tests.conftest import assert_bad_input
+
+NET = lipmip_suite_path("lipmip_2-16-16-2")
+
+
+def _sampled(net, p, q, n=2000, seed=0):
+    rng = np.random.default_rng(seed)
+    return max(operator_norm(net.jacobian(x), p, q) for x in rng.standard_normal((n, net.input_dim)) * 2)
+
+
+def _save(graph, path):
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(model, str(path))
+    return path
+
+
+def _conv_model(path, seed=0):
+    rng = np.random.default_rng(seed)
+    K = rng.standard_normal((2, 1, 3, 3)).astype(np.float32) / 3
+    W = rng.standard_normal((4, 2 * 5 * 5)).astype(np.float32) / 10
+    inits = [numpy_helper.from_array(K, "K"), numpy_helper.from_array(np.zeros(2, np.float32), "kb"),
+             numpy_helper.from_array(W, "W"), numpy_helper.from_array(np.zeros(4, np.float32), "b")]
+    nodes = [
+        helper.make_node("Conv", ["x", "K", "kb"], ["c"], pads=[1, 1, 1, 1], strides=[1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("Flatten", ["r"], ["f"]),
+        helper.make_node("Gemm", ["f", "W", "b"], ["y"], transB=1),
+    ]
+    graph = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 5, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], inits)
+    return _save(graph, path)
+
+
+def _nan_model(path):
+    W = np.ones((2, 3), np.float32)
+    W[0, 1] = np.nan
+    graph = helper.make_graph([helper.make_node("Gemm", ["x", "W"], ["y"], transB=1)], "nan",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])],
+                              [numpy_helper.from_array(W, "W")])
+    return _save(graph, path)
+
+
+@pytest.mark.parametrize("method", ["naive", "eclipse-fast", "lipsdp-layer", "lipsdp-neuron"])
+def test_global_json_contract(cli, method):
+    r = cli("global", NET, "--method", method, "--json")
+    assert r.code == 0, r.err
+    out = r.json()
+    assert {"upper", "method", "seconds", "input_norm", "output_norm", "validated"} <= set(out)
+    assert out["method"] == method and out["validated"] is True
+    assert (out["input_norm"], out["output_norm"]) == ("l2", "l2")
+    net = load_onnx(NET)
+    assert _sampled(net, "l2", "l2") <= out["upper"]
+
+
+def test_global_all_lists_every_method_and_the_best(cli):
+    r = cli("global", NET, "--method", "all", "--input-norm", "linf", "--output-norm", "l1", "--json")
+    assert r.code == 0, r.err
+    out = r.json()
+    methods = [x["method"] for x in out["results"]]
+    assert methods == ["naive", "eclipse-fast", "lipsdp-layer", "lipsdp-neuron"]
+    assert "mip" in out["skipped"]  # no --domain
+    assert out["best"]["upper"] == min(x["upper"] for x in out["results"])
+    sampled = _sampled(load_onnx(NET), "linf", "l1")
+    assert all(x["upper"] >= sampled for x in out["results"])
+    assert all(x["input_norm"] == "linf" and x["output_norm"] == "l1" for x in out["results"])
+
+
+def test_global_human_output(cli):
+    r = cli("global", NET, "--method", "eclipse-fast", "--input-norm", "linf")
+    assert r.code == 0 and "validated" in r.out and "sqrt(2)" in r.out
+
+
+def test_conv_model_every_norm_pair(cli, tmp_path):
+    from certify.lipschitz.global_bounds import global_lipschitz
+
+    path = _conv_model(tmp_path / "conv.onnx")
+    r = cli("global", path, "--method", "all", "--input-norm", "linf", "--output-norm", "l1", "--json")
+    assert r.code == 0, r.err
+    net = load_onnx(path)
+    assert net.layers[0].conv is not None
+    assert r.json()["best"]["upper"] >= _sampled(net, "linf", "l1", n=300)
+    for p, q in [("l2", "l2"), ("l1", "l1"), ("linf", "linf"), ("l2", "l1")]:
+        sampled = _sampled(net, p, q, n=300)
+        for method in ("naive", "eclipse-fast"):
+            assert global_lipschitz(net, method, input_norm=p, output_norm=q).upper >= sampled
+
+
+def test_bad_input_exits_2(cli, tmp_path):
+    assert_bad_input(cli("global", NET, "--method", "lipsdp-network"), "unknown method")
+    assert_bad_input(cli("global", NET, "--input-norm", "l3"), "unknown input norm")
+    # a norm the method does not support (the MILP is exact for l1/linf only)
+    assert_bad_input(cli("global", NET, "--method", "mip", "--domain", "-1,1"), "l1/linf norms only")
+    assert_bad_input(cli("global", NET, "--method", "mip", "--input-norm", "linf", "--output-norm", "l1"), "domain")
+    assert_bad_input(cli("global", NET, "--method", "mip", "--domain", "1,-1", "--input-norm", "linf", "--output-norm", "l1"), "lo < hi")
+    assert_bad_input(cli("global", NET, "--domain", "0,x"), "--domain")
+    assert_bad_input(cli("global", NET, "--method", "lipsdp-neuron", "--solver", "MOSEK"), "MOSEK")
+    assert_bad_input(cli("global", NET, "--method", "lipsdp-neuron", "--solver", "cplex"), "unknown SDP solver")
+    assert_bad_input(cli("global", NET, "--method", "lipsdp-layer", "--accuracy", "-1"), "accuracy")
+    assert_bad_input(cli("global", _nan_model(tmp_path / "nan.onnx"), "--method", "naive"), "nan")
+    pt = tmp_path / "model.pt"
+    pt.write_bytes(b"not a pickle")
+    assert_bad_input(cli("global", pt), "never unpickles")
+
+
+def test_mip_without_engine_is_a_clear_bad_input(cli, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "certify.lipschitz.local", None)  # import fails
+    r = cli("global", NET, "--method", "mip", "--domain", "-1,1", "--input-norm", "linf", "--output-norm", "l1")
+    assert_bad_input(r, "the MILP engine is not available")
+
+
+def test_mip_wrapper_passes_the_domain_box(monkeypatch):
+    """The wrapper's plumbing, with a stand-in engine that records its call."""
+    import sys
+    import types
+
+    calls = {}
+
+    class Cert:
+        lower, upper, status, backend, exact, witness = 1.5, 2.5, "optimal", "stub", True, None
+
+        def to_dict(self):
+            return {"lower": 1.5, "upper": 2.5}
+
+    def local_lipschitz(net, center, radius, **kw):
+        calls.update(center=np.asarray(center), radius=radius, **kw)
+        return Cert()
+
+    stub = types.ModuleType("certify.lipschitz.local")
+    stub.local_lipschitz = local_lipschitz
+    monkeypatch.setitem(sys.modules, "certify.lipschitz.local", stub)
+    import certify.lipschitz as pkg
+
+    monkeypatch.setattr(pkg, "local", stub, raising=False)
+    from certify.lipschitz.global_bounds import global_lipschitz
+
+    net = load_onnx(vnncomp_test_path("test_small"))
+    res = global_lipschitz(net, "mip", input_norm="linf", output_norm="l1", domain=(-2.0, 1.0))
+    assert (res.upper, res.lower, res.status, res.method) == (2.5, 1.5, "optimal", "mip")
+    lo, hi = calls["domain"]
+    assert np.all(lo == -2.0) and np.all(hi == 1.0)
+    assert np.all(calls["center"] == -0.5)
+    assert calls["radius"] >= 1.5  # the l_inf ball around the centre covers the box
+    assert (calls["input_norm"], calls["output_norm"]) == ("linf", "l1")
