@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from .common import add_json_flag, console, emit, fmt
+from ..errors import BadInput
+from .common import add_json_flag, console, emit, fmt, load_model, vector_arg
 
 _MECHANISM_HELP = (
     "laplace | gaussian | logistic (a query of known sensitivity), lap-output | gauss-output | logistic-output "
@@ -33,6 +34,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="Gaussian calibration: analytic (default, exact), classic (epsilon < 1 only), pac, zcdp")
     p.add_argument("--metric", default="l2", choices=("l1", "l2", "linf"), help="input metric of the radius (default l2)")
     p.add_argument("--input-dim", type=int, default=None, metavar="N", help="input dimension (gauss-input with --metric linf)")
+    p.add_argument("--model", default=None, metavar="MODEL",
+                   help="ONNX model: certify the Lipschitz constant the output mechanism needs instead of --lipschitz")
+    p.add_argument("--lipschitz-method", default="auto",
+                   choices=("auto", "naive", "eclipse-fast", "lipsdp-layer", "lipsdp-neuron", "mip"),
+                   help="how --model's constant is certified (auto: best of naive and eclipse-fast; mip needs --domain)")
+    p.add_argument("--domain", default=None, metavar="LO,HI", help="input domain [LO,HI]^n covered (for --lipschitz-method mip)")
     add_json_flag(p)
     p.set_defaults(handler=_calibrate)
 
@@ -52,8 +59,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _calibrate(args: argparse.Namespace) -> int:
     from ..privacy.calibration import calibrate
 
+    lipschitz = args.lipschitz
+    if args.model is not None:
+        lipschitz = _model_lipschitz(args)
+    elif args.domain is not None or args.lipschitz_method != "auto":
+        raise BadInput("--lipschitz-method and --domain apply to --model")
     cal = calibrate(args.mechanism, epsilon=args.epsilon, delta=args.delta, sensitivity=args.sensitivity,
-                    lipschitz=args.lipschitz, radius=args.radius, calibration=args.calibration,
+                    lipschitz=lipschitz, radius=args.radius, calibration=args.calibration,
                     metric=args.metric, input_dim=args.input_dim)
     result = cal.to_dict()
 
@@ -62,12 +74,31 @@ def _calibrate(args: argparse.Namespace) -> int:
         c.print(f"[bold]{r['mechanism']}[/bold]: {r['parameter']} = {fmt(r['scale'], 10)}  ({r['calibration']} calibration)")
         line = f"for epsilon = {fmt(r['epsilon'])}, delta = {fmt(r['delta'])}, {r['sensitivity_norm']} sensitivity {fmt(r['sensitivity'])}"
         if "lipschitz" in r:
-            line += f" = L {fmt(r['lipschitz']['value'])} x radius {fmt(r['radius'])} (L given by the user, not verified)"
+            lip = r["lipschitz"]
+            how = ("L given by the user, not verified" if lip["origin"] == "user"
+                   else f"L certified by {lip.get('method', lip['origin'])}")
+            line += f" = L {fmt(lip['value'])} x radius {fmt(r['radius'])} ({how})"
         elif "radius" in r:
             line += f" (radius {fmt(r['radius'])} in {r['metric']})"
         c.print(line)
 
     return emit(args, result, human)
+
+
+def _model_lipschitz(args: argparse.Namespace):
+    from ..privacy.from_model import certified_lipschitz, mechanism_norms
+
+    if args.lipschitz is not None or args.sensitivity is not None:
+        raise BadInput("give --model or --lipschitz/--sensitivity, not both")
+    mechanism_norms(args.mechanism, args.metric)  # refuses mechanisms that take no Lipschitz constant
+    net = load_model(args.model)
+    domain = None
+    if args.domain is not None:
+        lo_hi = vector_arg(args.domain, "--domain")
+        if lo_hi.size != 2 or not lo_hi[0] < lo_hi[1]:
+            raise BadInput("--domain takes two numbers LO,HI with LO < HI")
+        domain = (float(lo_hi[0]), float(lo_hi[1]))
+    return certified_lipschitz(net, args.mechanism, args.metric, args.lipschitz_method, domain)
 
 
 def _chain(args: argparse.Namespace) -> int:

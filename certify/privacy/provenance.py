@@ -112,29 +112,18 @@ def _from_certificate(cert: Any, what: str) -> LipschitzSource:
 
 
 def layer_product_bound(net: Any, input_norm: str = "l2", output_norm: str = "l2") -> LipschitzSource:
-    """Global Lipschitz upper bound of a ReLU network IR: a product of layer operator norms.
+    """Global Lipschitz upper bound of a ReLU network IR: the product of layer operator norms.
 
-    For maps A_1, ReLU, ..., A_k, any choice of intermediate norms r_1..r_{k-1} gives the valid
-    bound ||A_1||_{p->r_1} ||A_2||_{r_1->r_2} ... ||A_k||_{r_{k-1}->q} (a ReLU is 1-Lipschitz
-    coordinate-wise, hence in every l_p norm); the smallest product over all choices is returned.
-    Each factor is `solvers.norms.operator_norm_upper`, a certified upper bound. This is sound but
-    loose; prefer an engine's certificate when one is available.
+    This is `certify.global_lipschitz(net, "naive")` (best chain of intermediate norms, every
+    factor a certified upper bound, float64 rounding covered) recorded as a `LipschitzSource`.
+    Sound but loose; `certify.global_lipschitz` with an SDP method usually gives a smaller bound.
     """
-    from solvers.norms import operator_norm_upper
+    from ..lipschitz.global_bounds import global_lipschitz
 
     p = check_metric(input_norm, "input norm")
     q = check_metric(output_norm, "output norm")
-    maps, _ = net.affine_blocks()
-    norms = ("l1", "l2", "linf")
-    # best[r] = smallest bound of the prefix network ending in norm r
-    best = {r: operator_norm_upper(maps[0].weight, p, r) for r in (norms if len(maps) > 1 else (q,))}
-    for k, layer in enumerate(maps[1:], start=1):
-        targets = norms if k < len(maps) - 1 else (q,)
-        best = {t: min(best[r] * operator_norm_upper(layer.weight, r, t) for r in best) for t in targets}
-    value = float(best[q])
-    # operator_norm_upper is exact or an upper bound in float64; widen by a few ulps per factor
-    value = value * (1 + 8 * len(maps) * 2.0**-52)
-    return LipschitzSource(value, p, q, "layer-product", "layer-product", {"layers": len(maps), "network": getattr(net, "name", "")})
+    result = global_lipschitz(net, "naive", input_norm=p, output_norm=q)
+    return LipschitzSource(result.upper, p, q, "layer-product", "naive", result.to_dict())
 
 
 __all__ = ["LipschitzSource", "layer_product_bound", "lipschitz_source"]
