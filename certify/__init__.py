@@ -18,6 +18,8 @@ __all__ = ["Affine", "BadInput", "ModelError", "Network", "ReLU", "UnsupportedOp
 # name -> module providing it; imported on first use to keep `import certify` light
 _LAZY: dict[str, str] = {
     "from_torch": "models.torch_import",
+    "local_lipschitz": "certify.lipschitz",
+    "LipschitzCertificate": "certify.lipschitz",
 }
 
 

@@ -20,6 +20,7 @@ from ..errors import BadInput
 
 COMMAND_MODULES: tuple[str, ...] = (
     "certify.cli.model_cmds",
+    "certify.cli.lipschitz_cmd",
 )
 
 _NEGATIVE_VALUE = re.compile(r"^-(\d|\.\d|inf|nan)", re.IGNORECASE)

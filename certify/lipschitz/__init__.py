@@ -1,0 +1,10 @@
+"""Certified Lipschitz constants of ReLU networks.
+
+`local_lipschitz(net, center, radius, ...)`: the exact local constant over an input box by MILP
+(an interval [lower, upper] with a status), see `certify.lipschitz.local`.
+"""
+
+from .certificate import LipschitzCertificate
+from .local import local_lipschitz
+
+__all__ = ["LipschitzCertificate", "local_lipschitz"]

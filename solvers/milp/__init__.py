@@ -1,0 +1,1 @@
+"""Solver-neutral MILP models, network encodings and back-ends (HiGHS, Gurobi, CBC)."""

@@ -1,0 +1,124 @@
+"""The local Lipschitz MILP: one encoder for every back-end.
+
+    maximise ||J(x) w||_q  (forward)   or   ||J(x)^T c||_{p*}  (backward, LipMIP's formulation)
+
+over x in the box and w (resp. c) in the extreme points of the unit p-ball (resp. q*-ball), using
+||J||_{p->q} = max_{w in ext B_p} ||J w||_q = max_{c in ext B_q*} ||J^T c||_{p*}. The forward ReLU
+encoding (`relu`) supplies one binary per unstable neuron; the Jacobian-vector product
+(`jacobian.encode_switched_pass`) reuses them; `norm_objective` maximises the norm.
+
+                     forward (tangent) pass J w        backward (adjoint) pass J^T c
+    input  linf      w in {-1,1}^n ("signs")           objective l1
+           l1        w in {e_k} ("onehot")             objective linf
+           l2        w in the l2 ball (Gurobi)         objective l2 squared (Gurobi)
+    output l1        objective l1                      c in {-1,1}^m
+           linf      objective linf                    c in {e_i}
+           l2        objective l2 squared (Gurobi)     c in the l2 ball (Gurobi)
+    target c^T f     objective c^T J w (all signs w),  c fixed
+                     |c^T J w| (l1), (c^T J w)^2 (l2)
+
+Both formulations have the same optimum; the forward one puts the switch products in the same
+order as the forward ReLU constraints, which branch-and-bound solvers exploit far better (see
+docs/lipschitz.md for measurements), so it is the default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from models.ir import Affine, Network
+
+from ..bounds.jacobian import SwitchedPassBounds, jacobian_maps, switched_pass_bounds
+from ..bounds.types import NetworkBounds, relu_blocks
+from .expr import Expr
+from .jacobian import VectorSetEncoding, encode_switched_pass, encode_vector_set
+from .model import MilpBuilder, MilpModel
+from .norm_objective import NormObjective, encode_norm_objective
+from .relu import ForwardEncoding, encode_relu_network
+
+FORMULATIONS: tuple[str, ...] = ("forward", "backward")
+BALL_EXTREMES = {"linf": "signs", "l1": "onehot", "l2": "ball"}  # extreme points of the unit ball
+NORM_OBJECTIVE = {"l1": "l1", "linf": "linf", "l2": "l2sq"}
+DUAL = {"l1": "linf", "linf": "l1", "l2": "l2"}
+
+
+@dataclass
+class LipschitzMilp:
+    model: MilpModel
+    formulation: str
+    blocks: list[Affine]
+    forward: ForwardEncoding
+    vector: VectorSetEncoding
+    product: Expr
+    pass_bounds: SwitchedPassBounds
+    objective: NormObjective
+
+    @property
+    def num_binaries(self) -> int:
+        return self.model.num_integers
+
+    def point(self, v: np.ndarray) -> np.ndarray:
+        return np.asarray(v)[self.forward.x]
+
+    def pattern(self, v: np.ndarray) -> list[np.ndarray]:
+        return self.forward.pattern(np.asarray(v))
+
+    def direction(self, v: np.ndarray) -> np.ndarray:
+        """The maximising w (forward) or c (backward), snapped to an exact member of its set."""
+        return self.vector.value(np.asarray(v))
+
+    def to_lipschitz(self, objective_value: float) -> float:
+        """Objective value -> Lipschitz value (the l2 objective is squared)."""
+        if self.objective.norm == "l2sq":
+            return float(np.sqrt(max(objective_value, 0.0)))
+        return float(objective_value)
+
+
+def build_lipschitz_milp(
+    net: Network,
+    bounds: NetworkBounds,
+    input_norm: str,
+    output_norm: str | None,
+    target: np.ndarray | None = None,
+    formulation: str = "forward",
+) -> LipschitzMilp:
+    """The MILP whose optimum is the local Lipschitz constant over `bounds`' box.
+
+    With `target` (a vector c of output weights) the function is the scalar c^T f and
+    `output_norm` is ignored.
+    """
+    if formulation not in FORMULATIONS:
+        raise ValueError(f"unknown formulation {formulation!r}")
+    blocks = relu_blocks(net)
+    weights = [b.weight for b in blocks]
+    if target is not None:
+        target = np.asarray(target, dtype=np.float64).reshape(-1)
+    builder = MilpBuilder()
+    fwd = encode_relu_network(builder, blocks, bounds.lo, bounds.hi, bounds.pre_lo, bounds.pre_hi, "bigm", layers=len(blocks) - 1)
+    if formulation == "forward":
+        if target is not None:
+            weights[-1] = target[None, :] @ weights[-1]
+        if target is not None and input_norm == "linf":
+            # max over all sign vectors of the linear c^T J w is ||J^T c||_1: no |.| needed
+            vec = encode_vector_set(builder, "all_signs", net.input_dim)
+            objective = "linear"
+        else:
+            vec = encode_vector_set(builder, BALL_EXTREMES[input_norm], net.input_dim)  # type: ignore[arg-type]
+            # a target's scalar c^T J w: |.| for the one-hot w, squared for the l2 ball
+            objective = NORM_OBJECTIVE[input_norm if target is not None else str(output_norm)]
+        deltas = fwd.delta
+    else:
+        if target is not None:
+            vec = encode_vector_set(builder, "fixed", net.output_dim, target)
+        else:
+            vec = encode_vector_set(builder, BALL_EXTREMES[DUAL[str(output_norm)]], net.output_dim)  # type: ignore[arg-type]
+        objective = NORM_OBJECTIVE[DUAL[input_norm]]
+        deltas = list(reversed(fwd.delta))
+    maps, phases = jacobian_maps(weights, fwd.phase, formulation)
+    pb = switched_pass_bounds(maps, phases, vec.lo, vec.hi)
+    product = encode_switched_pass(builder, maps, deltas, phases, vec.expr, pb)
+    obj = encode_norm_objective(builder, product, pb.out_lo, pb.out_hi, objective)  # type: ignore[arg-type]
+    builder.set_objective(obj.expr, "max")
+    return LipschitzMilp(builder.build(), formulation, blocks, fwd, vec, product, pb, obj)
