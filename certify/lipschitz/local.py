@@ -33,10 +33,11 @@ from solvers.milp.backends import BACKEND_CHOICES, GurobiBackend, ModelTooLarge,
 from solvers.milp.lipschitz import FORMULATIONS, LipschitzMilp, build_lipschitz_milp
 from solvers.milp.model import MilpResult, SolveOptions
 from solvers.norms import parse_norm
+from solvers.regions import has_no_interior, interior_point
 
 from ..vectors import parse_positive, parse_vector
 from .certificate import LipschitzCertificate
-from .replay import DifferentiablePoint, differentiable_point, norm_lower, region_interior_point, sample_lower
+from .replay import DifferentiablePoint, differentiable_point, norm_lower, sample_lower
 
 L2_METHODS: tuple[str, ...] = ("auto", "miqp", "equivalence")
 # Dual-bound widening for solver tolerances: relative WIDEN_REL plus WIDEN_ABS * (layers + 1) *
@@ -44,6 +45,7 @@ L2_METHODS: tuple[str, ...] = ("auto", "miqp", "equivalence")
 WIDEN_REL = 1e-9
 WIDEN_ABS = 1.0
 SOLVER_TOLERANCE = 1e-9
+MAX_CUTS = 20  # no-good cuts of degenerate (tie) activation patterns per call
 
 
 @dataclass
@@ -124,19 +126,36 @@ def local_lipschitz(
     pairs, method = _plan(net, nb, p, q, c, backend, l2_method, formulation, notes)
     outcomes: list[_Outcome] = []
     options = dict(mip_gap=mip_gap, threads=threads, verbose=verbose)
+    cuts = 0
     for k, (pair, milp) in enumerate(pairs):
-        remaining = None if deadline is None else (deadline - time.perf_counter()) / (len(pairs) - k)
-        out = _solve(milp, pair, backend if method != "miqp" else "gurobi", remaining, options)
+        sub_lower = 0.0
+        while True:
+            remaining = None if deadline is None else (deadline - time.perf_counter()) / (len(pairs) - k)
+            out = _solve(milp, pair, backend if method != "miqp" else "gurobi", remaining, options)
+            x = None if out.result is None else out.result.x
+            if x is not None:
+                _check_solver_point(net, nb, milp, x)
+                hint = milp.direction(x) if pair == (p, q) else None
+                side = "input" if milp.formulation == "forward" else "output"
+                for pt in _witness_points(net, milp, x, lo, hi):
+                    val = norm_lower(pt, p, q, c, hint=hint, hint_side=side)
+                    if val > lower or best_point is None:
+                        lower, best_point, best_direction = val, pt, hint
+                    sub_lower = max(sub_lower, val if pair == (p, q) else norm_lower(pt, pair[0], pair[1], c))
+            if (out.status != "optimal" or x is None or _closed(sub_lower, out.upper, mip_gap, [out])
+                    or cuts >= MAX_CUTS or milp.forward.num_binaries == 0):
+                break
+            # the optimum has no replayable witness: if its activation pattern provably has no
+            # interior in the box it does not count (L is a max over full-dimensional regions)
+            pattern = milp.pattern(x)
+            if interior_point(net, pattern, lo, hi) is not None or not has_no_interior(net, pattern, lo, hi):
+                break
+            milp = milp.without_pattern(x)
+            cuts += 1
         notes.extend(out.notes)
         outcomes.append(out)
-        if out.result is not None and out.result.x is not None:
-            _check_solver_point(net, nb, milp, out.result.x)
-            hint = milp.direction(out.result.x) if pair == (p, q) else None
-            side = "input" if milp.formulation == "forward" else "output"
-            for pt in _witness_points(net, milp, out.result.x, lo, hi):
-                val = norm_lower(pt, p, q, c, hint=hint, hint_side=side)
-                if val > lower or best_point is None:
-                    lower, best_point, best_direction = val, pt, hint
+    if cuts:
+        notes.append(f"cut {cuts} activation pattern(s) whose regions have no interior in the box (ReLU ties)")
 
     upper = _combine([o.upper for o in outcomes])
     solved = all(o.status == "optimal" for o in outcomes)
@@ -144,12 +163,11 @@ def local_lipschitz(
         raise RuntimeError(f"soundness check failed: replayed lower bound {lower!r} exceeds the certified upper bound "
                            f"{upper!r}; refusing to certify (please report this model)")
     upper = max(upper, lower)
-    closed = upper - lower <= max(mip_gap * abs(upper), 1e-9) + 1e-6 * mip_gap + _widening(outcomes, upper)
     if any(o.status == "time_limit" for o in outcomes):
         status = "time_limit"
     elif not solved:
         status = "interrupted"
-    elif closed:
+    elif _closed(lower, upper, mip_gap, outcomes):
         status = "optimal"
     else:
         status = "open_gap"
@@ -296,8 +314,10 @@ def _abs_widening(milp: LipschitzMilp) -> float:
     return WIDEN_ABS * (layers + 1) * SOLVER_TOLERANCE * milp.objective.naive_upper
 
 
-def _widening(outcomes: list[_Outcome], upper: float) -> float:
-    return sum(WIDEN_REL * abs(upper) + milp_w for milp_w in (_abs_widening(o.milp) for o in outcomes))
+def _closed(lower: float, upper: float, mip_gap: float, outcomes: list[_Outcome]) -> bool:
+    """Do lower and upper meet up to the MIP gap, our widening and solver round-off (1e-7)?"""
+    widening = sum(WIDEN_REL * abs(upper) + _abs_widening(o.milp) for o in outcomes)
+    return upper - lower <= 1.5 * max(mip_gap, 1e-7) * abs(upper) + widening + 1e-12
 
 
 def _check_solver_point(net: Network, nb, milp: LipschitzMilp, v: np.ndarray) -> None:
@@ -317,7 +337,7 @@ def _witness_points(net: Network, milp: LipschitzMilp, v: np.ndarray, lo: np.nda
     pattern), the solver's point and small random perturbations of it.
     """
     out = []
-    x0 = region_interior_point(net, milp.pattern(v), lo, hi)
+    x0 = interior_point(net, milp.pattern(v), lo, hi)
     if x0 is not None:
         pt = differentiable_point(net, x0)
         if pt is not None:

@@ -5,7 +5,7 @@ differentiable with Jacobian J(x0): f is affine near x0, so pairs of points near
 direction. We certify differentiability in float64: every pre-activation at x0 must be farther
 from 0 than a bound on its rounding error. The MILP returns an activation pattern, often at a
 vertex where pre-activations tie at 0, so we replay an interior point of that pattern's region
-(the Chebyshev centre of its polytope within the box, one LP) instead of the solver's point.
+(`solvers.regions.interior_point`, one LP) instead of the solver's point.
 Norm values are rounded down by a bound on the float64 error (`solvers.bounds.rounding`).
 """
 
@@ -59,41 +59,6 @@ def differentiable_point(net: Network, x: np.ndarray) -> DifferentiablePoint | N
         mag = s * mag
         J, Jabs = s[:, None] * J, s[:, None] * Jabs
     return DifferentiablePoint(x, J, Jabs, pattern, chain + x.size)
-
-
-def region_interior_point(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi: np.ndarray) -> np.ndarray | None:
-    """A deep point of {x in [lo, hi] : the ReLU signs at x are `pattern`}, or None if that set
-    has no interior. Chebyshev centre in box-normalised coordinates x = lo + w * xi."""
-    from scipy.optimize import linprog
-
-    blocks = relu_blocks(net)
-    w = hi - lo
-    M, d = np.eye(lo.size), np.zeros(lo.size)
-    rows, rhs = [], []
-    for blk, s in zip(blocks[:-1], pattern):
-        Mz, dz = blk.weight @ M, blk.weight @ d + blk.bias
-        sign = 2.0 * s - 1.0
-        G = Mz * w[None, :]  # gradient of z with respect to xi
-        c0 = Mz @ lo + dz  # z at xi = 0
-        gn = np.linalg.norm(G, axis=1)
-        flat = gn <= 1e-12 * (np.abs(c0) + 1.0)
-        if np.any(flat & (sign * c0 <= 0)):
-            return None  # a neuron constant over the region with the wrong (or zero) sign
-        keep = ~flat
-        # sign * (G xi + c0) >= t * ||G||   <=>   -sign*G xi + ||G|| t <= sign*c0
-        rows.append(np.hstack([-(sign[keep, None] * G[keep]), gn[keep, None]]))
-        rhs.append(sign[keep] * c0[keep])
-        M, d = s[:, None] * Mz, s * dz
-    n = lo.size
-    box = np.vstack([np.hstack([-np.eye(n), np.ones((n, 1))]), np.hstack([np.eye(n), np.ones((n, 1))])])
-    A = np.vstack(rows + [box])
-    b = np.concatenate(rhs + [np.zeros(n), np.ones(n)])
-    cost = np.zeros(n + 1)
-    cost[-1] = -1.0
-    res = linprog(cost, A_ub=A, b_ub=b, bounds=[(0.0, 1.0)] * n + [(0.0, 0.5)], method="highs")
-    if res.status != 0 or res.x[-1] <= 1e-9:
-        return None
-    return np.clip(lo + w * res.x[:n], lo, hi)
 
 
 def norm_lower(
@@ -216,4 +181,4 @@ def sample_lower(
     return best, best_pt
 
 
-__all__ = ["DifferentiablePoint", "differentiable_point", "norm_lower", "region_interior_point", "sample_lower"]
+__all__ = ["DifferentiablePoint", "differentiable_point", "norm_lower", "sample_lower"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 import time
 
@@ -20,9 +21,23 @@ from .model import MilpModel, MilpResult, SolveOptions
 
 _RESULT = re.compile(r"^Result - (.+)$", re.M)
 _NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf)"
+_OBJ = re.compile(r"^Objective value:\s+" + _NUM, re.M)
 _UPPER = re.compile(r"^Upper bound:\s+" + _NUM, re.M)
 _LOWER = re.compile(r"^Lower bound:\s+" + _NUM, re.M)
 _NODES = re.compile(r"^Enumerated nodes:\s+(\d+)", re.M)
+
+
+def cbc_executable() -> str | None:
+    """A cbc binary: on PATH, else the one bundled with PuLP (PuLP < 4)."""
+    found = shutil.which("cbc")
+    if found:
+        return found
+    try:
+        from pulp.apis import coin_api
+    except ImportError:
+        return None
+    path = getattr(coin_api, "pulp_cbc_path", None)
+    return os.path.realpath(path) if path and os.path.isfile(path) and os.access(path, os.X_OK) else None
 
 
 class CbcBackend:
@@ -30,14 +45,13 @@ class CbcBackend:
 
     def available(self) -> bool:
         try:
-            import pulp
-
-            return pulp.PULP_CBC_CMD(msg=False).available() is not False
-        except Exception:
+            import pulp  # noqa: F401
+        except ImportError:
             return False
+        return cbc_executable() is not None
 
     def unavailable_reason(self) -> str:
-        return "PuLP with its bundled CBC is not installed (pip install pulp)"
+        return "PuLP or a cbc binary is missing (pip install 'pulp[cbc]')"
 
     def unsupported_reason(self, model: MilpModel) -> str | None:
         if model.is_quadratic:
@@ -54,7 +68,7 @@ class CbcBackend:
             lo = float(model.col_lo[k]) if np.isfinite(model.col_lo[k]) else None
             hi = float(model.col_hi[k]) if np.isfinite(model.col_hi[k]) else None
             cat = pulp.LpInteger if model.integer[k] else pulp.LpContinuous
-            xs.append(pulp.LpVariable(f"v{k}", lowBound=lo, upBound=hi, cat=cat))
+            xs.append(prob.add_variable(f"v{k}", lowBound=lo, upBound=hi, cat=cat))
         nz = np.flatnonzero(model.obj)
         prob += pulp.LpAffineExpression([(xs[k], float(model.obj[k])) for k in nz], constant=float(model.obj_offset))
         A = model.A.tocsr()
@@ -75,7 +89,8 @@ class CbcBackend:
                 var.setInitialValue(float(val))
         with tempfile.TemporaryDirectory(prefix="certify-cbc-") as tmp:
             log = os.path.join(tmp, "cbc.log")
-            solver = pulp.PULP_CBC_CMD(
+            solver = pulp.COIN_CMD(
+                path=cbc_executable(),
                 msg=False,
                 timeLimit=None if options.time_limit is None else max(float(options.time_limit), 0.01),
                 gapRel=float(options.mip_gap),
@@ -118,8 +133,13 @@ class CbcBackend:
         b = bound_re.search(log)
         bound: float | None = float(b.group(1)) + model.obj_offset if b else None
         if bound is None and status == "optimal" and objective is not None:
-            slack = max(options.abs_gap, options.mip_gap * abs(objective))
-            bound = objective + slack if model.sense == "max" else objective - slack
+            # CBC stopped within the gap of *its* incumbent value, printed with 8 decimals; the
+            # solution file is rounded too, so start from the less favourable of the two
+            logged = _OBJ.search(log)
+            base = objective if not logged else float(logged.group(1)) + model.obj_offset
+            base = max(base, objective) if model.sense == "max" else min(base, objective)
+            slack = max(options.abs_gap, options.mip_gap * abs(base)) + 1e-8
+            bound = base + slack if model.sense == "max" else base - slack
         if bound is not None and not np.isfinite(bound):
             bound = None
         n = _NODES.search(log)

@@ -24,9 +24,10 @@ docs/lipschitz.md for measurements), so it is the default.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
+import scipy.sparse as sp
 
 from models.ir import Affine, Network
 
@@ -68,6 +69,18 @@ class LipschitzMilp:
     def direction(self, v: np.ndarray) -> np.ndarray:
         """The maximising w (forward) or c (backward), snapped to an exact member of its set."""
         return self.vector.value(np.asarray(v))
+
+    def without_pattern(self, v: np.ndarray) -> "LipschitzMilp":
+        """This MILP with the activation pattern of solution v cut off (a no-good cut on the
+        unstable ReLUs' binaries): only valid when that pattern's region has no interior."""
+        d = np.concatenate([dl[dl >= 0] for dl in self.forward.delta]) if self.forward.delta else np.zeros(0, int)
+        if d.size == 0:
+            raise ValueError("no binaries to cut")
+        on = np.round(np.asarray(v)[d]) > 0.5
+        coef = np.where(on, -1.0, 1.0)
+        row = sp.csr_matrix((coef, (np.zeros(d.size, dtype=int), d)), shape=(1, self.model.num_vars))
+        model = self.model.with_rows(row, np.array([1.0 - np.sum(on)]), np.array([np.inf]), group="no_good")
+        return replace(self, model=model)
 
     def to_lipschitz(self, objective_value: float) -> float:
         """Objective value -> Lipschitz value (the l2 objective is squared)."""

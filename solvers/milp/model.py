@@ -75,6 +75,19 @@ class MilpModel:
         return {"variables": self.num_vars, "integers": self.num_integers, "rows": self.num_rows,
                 "nonzeros": int(self.A.nnz), "quadratic": self.is_quadratic}
 
+    def with_rows(self, rows: sp.spmatrix, lo: np.ndarray, hi: np.ndarray, group: str | None = None) -> "MilpModel":
+        """A copy with extra linear rows lo <= rows @ v <= hi."""
+        from dataclasses import replace
+
+        rows = sp.csr_matrix(rows)
+        start = self.num_rows
+        groups = dict(self.row_groups)
+        if group:
+            new = np.arange(start, start + rows.shape[0])
+            groups[group] = np.concatenate([groups[group], new]) if group in groups else new
+        return replace(self, A=sp.vstack([self.A, rows], format="csr"), row_lo=np.concatenate([self.row_lo, lo]),
+                       row_hi=np.concatenate([self.row_hi, hi]), row_groups=groups)
+
     def objective_value(self, x: np.ndarray) -> float:
         val = float(self.obj @ x + self.obj_offset)
         if self.q_obj is not None:
