@@ -37,7 +37,7 @@ from solvers.regions import has_no_interior, interior_point
 
 from ..vectors import parse_positive, parse_vector
 from .certificate import LipschitzCertificate
-from .replay import DifferentiablePoint, differentiable_point, norm_lower, sample_lower
+from .replay import DifferentiablePoint, differentiable_point, direction_pair, norm_lower, sample_lower
 
 L2_METHODS: tuple[str, ...] = ("auto", "miqp", "equivalence")
 # Dual-bound widening for solver tolerances: relative WIDEN_REL plus WIDEN_ABS * (layers + 1) *
@@ -77,6 +77,7 @@ def local_lipschitz(
     formulation: str = "forward",
     l2_method: str = "auto",
     threads: int = 2,
+    warm_start: bool = True,
     verbose: bool = False,
 ) -> LipschitzCertificate:
     """Certified local Lipschitz constant of `net` over the l_inf box center +/- radius.
@@ -89,7 +90,8 @@ def local_lipschitz(
     - `backend`: auto (Gurobi when licensed and the model fits, else HiGHS), gurobi, highs, cbc.
     - `time_limit` (seconds, whole call), `mip_gap` (relative), `bounds` (interval, symbolic,
       lp), `formulation` (forward: J w, or backward: J^T c as in LipMIP), `l2_method` (auto,
-      miqp: Gurobi's exact nonconvex MIQP, equivalence: sound norm-interpolation bound).
+      miqp: Gurobi's exact nonconvex MIQP, equivalence: sound norm-interpolation bound),
+      `warm_start` (hand the solver the best sampled witness as its first incumbent).
 
     Returns a `LipschitzCertificate` with lower <= L <= upper. Raises `BadInput` for invalid
     arguments or a solver that cannot be used.
@@ -131,7 +133,8 @@ def local_lipschitz(
         sub_lower = 0.0
         while True:
             remaining = None if deadline is None else (deadline - time.perf_counter()) / (len(pairs) - k)
-            out = _solve(milp, pair, backend if method != "miqp" else "gurobi", remaining, options)
+            start = _warm_start(milp, best_point, pair, c) if warm_start else None
+            out = _solve(milp, pair, backend if method != "miqp" else "gurobi", remaining, dict(options, start=start))
             x = None if out.result is None else out.result.x
             if x is not None:
                 _check_solver_point(net, nb, milp, x)
@@ -307,6 +310,13 @@ def _solve(milp: LipschitzMilp, pair, backend: str, remaining: float | None, opt
         upper = min(naive, milp.to_lipschitz(widened))
     status = res.status if res.status in ("optimal", "time_limit") else "interrupted"
     return _Outcome(pair, milp, res, upper, status, list(choice.notes))
+
+
+def _warm_start(milp: LipschitzMilp, point: DifferentiablePoint | None, pair, c) -> np.ndarray | None:
+    if point is None:
+        return None
+    w, cvec = direction_pair(point.jacobian, pair[0], pair[1], c)
+    return milp.start(point.x, point.pattern, w if milp.formulation == "forward" else cvec)
 
 
 def _abs_widening(milp: LipschitzMilp) -> float:

@@ -139,6 +139,28 @@ def _ascent(J: np.ndarray, vec: np.ndarray, side: str, p: str, q: str, rounds: i
     return best
 
 
+def direction_pair(J: np.ndarray, p: str, q: str | None, target: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """A good (w, c): input direction w in the unit p-ball and output functional c in the unit
+    q*-ball with c^T J w close to ||J||_{p->q} (exact for closed-form pairs), for warm starts."""
+    if target is not None:
+        c = np.asarray(target, dtype=np.float64)
+        return _best_input_for(J.T @ c, p), c
+    q = str(q)
+    if p == "l1":
+        k = int(np.argmax([vector_norm(J[:, j], q) for j in range(J.shape[1])]))
+        w = np.zeros(J.shape[1])
+        w[k] = 1.0
+    else:
+        w = _best_input_for(J.sum(axis=0) + 1e-12, p)
+        for _ in range(50):
+            c = _best_output_for(J @ w, q)
+            w_new = _best_input_for(J.T @ c, p)
+            if np.allclose(w_new, w):
+                break
+            w = w_new
+    return w, _best_output_for(J @ w, q)
+
+
 def _best_input_for(g: np.ndarray, p: str) -> np.ndarray:
     """argmax over the unit p-ball of <g, w>."""
     if p == "linf":
@@ -181,4 +203,4 @@ def sample_lower(
     return best, best_pt
 
 
-__all__ = ["DifferentiablePoint", "differentiable_point", "norm_lower", "sample_lower"]
+__all__ = ["DifferentiablePoint", "differentiable_point", "direction_pair", "norm_lower", "sample_lower"]

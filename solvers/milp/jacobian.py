@@ -50,6 +50,25 @@ class VectorSetEncoding:
     lo: np.ndarray
     hi: np.ndarray
     fixed: np.ndarray | None = None
+    vars: np.ndarray | None = None  # the model variables behind the vector (None when constant)
+
+    def assignment(self, w: np.ndarray) -> dict[int, float]:
+        """Values of `vars` that represent the member w of the set (up to the symmetry w -> -w)."""
+        if self.vars is None:
+            return {}
+        w = np.asarray(w, dtype=np.float64)
+        if self.kind == "all_signs":
+            return dict(zip(self.vars.tolist(), ((np.sign(w) + (w == 0) + 1) / 2).tolist()))
+        if self.kind == "signs":
+            s = np.where(w >= 0, 1.0, -1.0) * (1.0 if w[0] >= 0 else -1.0)
+            return dict(zip(self.vars.tolist(), ((s[1:] + 1) / 2).tolist()))
+        if self.kind == "onehot":
+            onehot = np.zeros(w.size)
+            onehot[int(np.argmax(np.abs(w)))] = 1.0
+            return dict(zip(self.vars.tolist(), onehot.tolist()))
+        u = w * (1.0 if w[0] >= 0 else -1.0)
+        u = u / max(float(np.linalg.norm(u)), 1e-300)
+        return dict(zip(self.vars.tolist(), u.tolist()))
 
     def value(self, v: np.ndarray) -> np.ndarray:
         """w at a solution, snapped to an exact member of its set (so that replay is exact)."""
@@ -74,25 +93,25 @@ def encode_vector_set(builder: MilpBuilder, kind: VectorSet, k: int, fixed: np.n
         return VectorSetEncoding(kind, Expr.constant(w, builder.num_vars), w.copy(), w.copy(), w)
     if kind == "all_signs":
         b = builder.add_binaries(k, group="w_sign")
-        return VectorSetEncoding(kind, builder.var_expr(b).scale(2.0) + (-1.0), -np.ones(k), np.ones(k))
+        return VectorSetEncoding(kind, builder.var_expr(b).scale(2.0) + (-1.0), -np.ones(k), np.ones(k), vars=b)
     if k == 1 and kind in ("signs", "onehot", "ball"):
         one = np.ones(1)
         return VectorSetEncoding(kind, Expr.constant(one, builder.num_vars), one, one.copy())
     if kind == "signs":
         b = builder.add_binaries(k - 1, group="w_sign")
         expr = Expr.stack([Expr.constant(np.ones(1), builder.num_vars), builder.var_expr(b).scale(2.0) + (-1.0)])
-        return VectorSetEncoding(kind, expr, np.r_[1.0, -np.ones(k - 1)], np.ones(k))
+        return VectorSetEncoding(kind, expr, np.r_[1.0, -np.ones(k - 1)], np.ones(k), vars=b)
     if kind == "onehot":
         b = builder.add_binaries(k, group="w_onehot")
         e = builder.var_expr(b)
         builder.constrain(e.affine(np.ones((1, k))), lo=1.0, hi=1.0, group="w_onehot/sum")
-        return VectorSetEncoding(kind, e, np.zeros(k), np.ones(k))
+        return VectorSetEncoding(kind, e, np.zeros(k), np.ones(k), vars=b)
     if kind == "ball":
         lo = np.r_[0.0, -np.ones(k - 1)]
         wv = builder.add_vars(k, lo, 1.0, group="w_ball")
         Q = sp.coo_matrix((np.ones(k), (wv, wv)), shape=(builder.num_vars, builder.num_vars))
         builder.add_quadratic_constraint(Q, Expr.constant(np.zeros(1), builder.num_vars), 1.0)
-        return VectorSetEncoding(kind, builder.var_expr(wv), lo, np.ones(k))
+        return VectorSetEncoding(kind, builder.var_expr(wv), lo, np.ones(k), vars=wv)
     raise ValueError(f"unknown vector set {kind!r}")
 
 

@@ -82,6 +82,27 @@ class LipschitzMilp:
         model = self.model.with_rows(row, np.array([1.0 - np.sum(on)]), np.array([np.inf]), group="no_good")
         return replace(self, model=model)
 
+    def start(self, x: np.ndarray, pattern: list[np.ndarray], direction: np.ndarray) -> np.ndarray | None:
+        """A full MILP solution for input x, activation pattern and direction (w or c), for warm
+        starts: every other variable is completed by a small solve with these fixed."""
+        from dataclasses import replace as dc_replace
+
+        from .highs import HighsBackend
+        from .model import SolveOptions
+
+        lo, hi = self.model.col_lo.copy(), self.model.col_hi.copy()
+        lo[self.forward.x] = hi[self.forward.x] = np.clip(x, lo[self.forward.x], hi[self.forward.x])
+        for d, s in zip(self.forward.delta, pattern):
+            unstable = d >= 0
+            lo[d[unstable]] = hi[d[unstable]] = s[unstable]
+        for var, val in self.vector.assignment(direction).items():
+            lo[var] = hi[var] = val
+        fixed = dc_replace(self.model, col_lo=lo, col_hi=hi, q_obj=None, q_constraints=())
+        res = HighsBackend().solve(fixed, SolveOptions(time_limit=5.0, threads=1))
+        if res.x is None or res.status != "optimal":
+            return None
+        return res.x
+
     def to_lipschitz(self, objective_value: float) -> float:
         """Objective value -> Lipschitz value (the l2 objective is squared)."""
         if self.objective.norm == "l2sq":
