@@ -128,3 +128,28 @@ def test_dual_bound_is_weak_duality(seed):
     y[fin_lo] -= marg[fin_hi.size:]
     best = dual_bound(As, row_lo, row_hi, col_lo, col_hi, c, y)
     assert opt - 1e-12 <= best <= opt + 1e-7 * (1 + abs(opt))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_lp_tightened_pass_bounds_hold_for_every_region(seed):
+    """LP-tightened big-M bounds of the tangent pass J w must contain t_j for every region's
+    slopes and every sign vector w (w_0 = +1 by symmetry), and be no looser than interval ones."""
+    from itertools import product
+
+    from solvers.milp.lipschitz import build_lipschitz_milp
+
+    w = random_weights([2, 6, 5, 4, 2], seed)
+    net = sequential(w)
+    lo, hi = -np.ones(2), np.ones(2)
+    nb = network_bounds(net, lo, hi, "lp")
+    tight = build_lipschitz_milp(net, nb, "linf", "l1", pass_bounds="lp").pass_bounds
+    loose = build_lipschitz_milp(net, nb, "linf", "l1", pass_bounds="interval").pass_bounds
+    for j in range(len(tight.t_lo)):
+        assert np.all(tight.t_lo[j] >= loose.t_lo[j]) and np.all(tight.t_hi[j] <= loose.t_hi[j])
+    for pattern in regions(w, lo, hi):
+        for signs in product((-1.0, 1.0), repeat=1):
+            t = w[0][0] @ np.r_[1.0, signs]
+            for j, s in enumerate(pattern):
+                assert np.all(t >= tight.t_lo[j] - 1e-12) and np.all(t <= tight.t_hi[j] + 1e-12), j
+                t = w[j + 1][0] @ (s * t)
+            assert np.all(t >= tight.out_lo - 1e-12) and np.all(t <= tight.out_hi + 1e-12)

@@ -31,6 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--time-limit", type=float, metavar="S", help="time limit in seconds (the result stays a sound interval)")
     p.add_argument("--mip-gap", type=float, default=1e-6, metavar="G", help="relative MIP gap (default 1e-6)")
     p.add_argument("--bounds", default="lp", choices=("interval", "symbolic", "lp"), help="pre-activation bounds (default lp)")
+    p.add_argument("--pass-bounds", choices=("interval", "lp"),
+                   help="big-M bounds of the Jacobian product: interval, or lp (default with --bounds lp)")
     p.add_argument("--formulation", default="forward", choices=("forward", "backward"),
                    help="Jacobian product encoded: forward J w (default) or backward J^T c (LipMIP)")
     p.add_argument("--l2-method", default="auto", choices=("auto", "miqp", "equivalence"),
@@ -72,7 +74,7 @@ def _lipschitz(args: argparse.Namespace) -> int:
         net, center, radius if radius.size > 1 else float(radius[0]), domain=domain,
         input_norm=args.input_norm, output_norm=args.output_norm, margin=margin, target=target,
         backend=args.backend, time_limit=args.time_limit, mip_gap=args.mip_gap, bounds=args.bounds,
-        formulation=args.formulation, l2_method=args.l2_method, threads=args.threads,
+        formulation=args.formulation, l2_method=args.l2_method, pass_bounds=args.pass_bounds, threads=args.threads,
     )
 
     def human(r: dict) -> None:

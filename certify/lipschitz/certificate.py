@@ -37,6 +37,7 @@ class LipschitzCertificate:
     mip_gap: float | None = None
     time_limit: float | None = None
     bounds: str = "lp"
+    pass_bounds: str = "lp"
     formulation: str = "forward"
     unstable: int = 0
     binaries: int = 0

@@ -30,7 +30,7 @@ from solvers.bounds import METHODS as BOUND_METHODS
 from solvers.bounds import network_bounds
 from solvers.bounds.rounding import round_up
 from solvers.milp.backends import BACKEND_CHOICES, GurobiBackend, ModelTooLarge, choose_backend
-from solvers.milp.lipschitz import FORMULATIONS, LipschitzMilp, build_lipschitz_milp
+from solvers.milp.lipschitz import FORMULATIONS, PASS_BOUNDS, LipschitzMilp, build_lipschitz_milp
 from solvers.milp.model import MilpResult, SolveOptions
 from solvers.norms import parse_norm
 from solvers.regions import has_no_interior, interior_point
@@ -76,6 +76,7 @@ def local_lipschitz(
     bounds: str = "lp",
     formulation: str = "forward",
     l2_method: str = "auto",
+    pass_bounds: str | None = None,
     threads: int = 2,
     warm_start: bool = True,
     verbose: bool = False,
@@ -91,7 +92,8 @@ def local_lipschitz(
     - `time_limit` (seconds, whole call), `mip_gap` (relative), `bounds` (interval, symbolic,
       lp), `formulation` (forward: J w, or backward: J^T c as in LipMIP), `l2_method` (auto,
       miqp: Gurobi's exact nonconvex MIQP, equivalence: sound norm-interpolation bound),
-      `warm_start` (hand the solver the best sampled witness as its first incumbent).
+      `pass_bounds` (interval, or lp: LP-tighten the Jacobian-product big-M constants; default
+      lp when `bounds` is lp), `warm_start` (hand the solver the best sampled witness first).
 
     Returns a `LipschitzCertificate` with lower <= L <= upper. Raises `BadInput` for invalid
     arguments or a solver that cannot be used.
@@ -109,6 +111,10 @@ def local_lipschitz(
         raise BadInput(f"unknown bounds method {bounds!r}; choose one of {', '.join(BOUND_METHODS)}")
     if formulation not in FORMULATIONS:
         raise BadInput(f"unknown formulation {formulation!r}; choose one of {', '.join(FORMULATIONS)}")
+    if pass_bounds is None:
+        pass_bounds = "lp" if bounds == "lp" else "interval"
+    if pass_bounds not in PASS_BOUNDS:
+        raise BadInput(f"unknown pass bounds {pass_bounds!r}; choose one of {', '.join(PASS_BOUNDS)}")
     if l2_method not in L2_METHODS:
         raise BadInput(f"unknown l2 method {l2_method!r}; choose one of {', '.join(L2_METHODS)}")
     if time_limit is not None:
@@ -125,7 +131,8 @@ def local_lipschitz(
     lower, best_point = sample_lower(net, lo, hi, p, q, c)
     best_direction = None
 
-    pairs, method = _plan(net, nb, p, q, c, backend, l2_method, formulation, notes)
+    build = dict(formulation=formulation, pass_bounds=pass_bounds, deadline=lp_deadline)
+    pairs, method = _plan(net, nb, p, q, c, backend, l2_method, build, notes)
     outcomes: list[_Outcome] = []
     options = dict(mip_gap=mip_gap, threads=threads, verbose=verbose)
     cuts = 0
@@ -198,6 +205,7 @@ def local_lipschitz(
         mip_gap=mip_gap,
         time_limit=time_limit,
         bounds=bounds,
+        pass_bounds=pass_bounds,
         formulation=formulation,
         unstable=nb.num_unstable,
         binaries=max(o.milp.num_binaries for o in outcomes),
@@ -260,13 +268,13 @@ def _scalar_target(net: Network, margin, target) -> np.ndarray | None:
 
 
 # ----------------------------------------------------------------------------- planning
-def _plan(net, nb, p, q, c, backend, l2_method, formulation, notes):
+def _plan(net, nb, p, q, c, backend, l2_method, build: dict, notes):
     """[(norm pair, MILP)] to solve and the method name (milp, miqp, equivalence)."""
     uses_l2 = p == "l2" or q == "l2"
     if not uses_l2:
-        return [((p, q), build_lipschitz_milp(net, nb, p, q, c, formulation))], "milp"
+        return [((p, q), build_lipschitz_milp(net, nb, p, q, c, **build))], "milp"
     if l2_method != "equivalence" and backend in ("auto", "gurobi"):
-        milp = build_lipschitz_milp(net, nb, p, q, c, formulation)
+        milp = build_lipschitz_milp(net, nb, p, q, c, **build)
         gurobi = GurobiBackend()
         reason = gurobi.unavailable_reason() if not gurobi.available() else gurobi.unsupported_reason(milp.model)
         if not reason:
@@ -284,7 +292,7 @@ def _plan(net, nb, p, q, c, backend, l2_method, formulation, notes):
         pairs = [("l1", q), ("linf", q)]
     else:
         pairs = [(p, "l1"), (p, "linf")]
-    return [(pair, build_lipschitz_milp(net, nb, pair[0], pair[1], c, formulation)) for pair in pairs], "equivalence"
+    return [(pair, build_lipschitz_milp(net, nb, pair[0], pair[1], c, **build)) for pair in pairs], "equivalence"
 
 
 def _combine(uppers: list[float]) -> float:

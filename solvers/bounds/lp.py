@@ -48,6 +48,42 @@ def dual_bound(
     return round_up(value, mag, A.shape[0] + A.shape[1] + 2)
 
 
+class SafeLp:
+    """The LP relaxation of a neutral model (integrality dropped) for repeated maximisations with
+    sound results: `upper(coef, const)` is a weak-duality bound on max coef @ v + const."""
+
+    def __init__(self, model) -> None:
+        from dataclasses import replace
+
+        from ..milp.highs import HighsBackend
+
+        self.model = replace(model, integer=np.zeros(model.num_vars, dtype=bool), q_obj=None, q_constraints=(), obj_offset=0.0)
+        self.highs = HighsBackend().highs_instance(self.model)
+        self.cols = np.arange(self.model.num_vars, dtype=np.int32)
+        self.solves = 0
+
+    def upper(self, coef: np.ndarray, const: float = 0.0) -> float:
+        m = self.model
+        self.highs.changeColsCost(m.num_vars, self.cols, np.asarray(coef, dtype=np.float64))
+        self.highs.changeObjectiveSense(self._max_sense())
+        self.highs.run()
+        self.solves += 1
+        if self.highs.getModelStatus().name != "kOptimal":
+            return float("inf")
+        y = np.asarray(self.highs.getSolution().row_dual, dtype=np.float64)
+        best = min(dual_bound(m.A, m.row_lo, m.row_hi, m.col_lo, m.col_hi, coef, s * y) for s in (1.0, -1.0))
+        return round_up(best + const, abs(best) + abs(const), 2)
+
+    def lower(self, coef: np.ndarray, const: float = 0.0) -> float:
+        return -self.upper(-np.asarray(coef, dtype=np.float64), -const)
+
+    @staticmethod
+    def _max_sense():
+        import highspy
+
+        return highspy.ObjSense.kMaximize
+
+
 def lp_tighten_layer(
     blocks: list[Affine],
     pre_lo: list[np.ndarray],
@@ -62,7 +98,6 @@ def lp_tighten_layer(
     Only neurons unstable under the current bounds are optimised (stable ones cannot change
     phase). Returns (lo_j, hi_j, number of LPs solved); stops early at `deadline` (perf_counter).
     """
-    from ..milp.highs import HighsBackend
     from ..milp.model import MilpBuilder
     from ..milp.relu import encode_relu_network
 
@@ -72,32 +107,16 @@ def lp_tighten_layer(
         return l_j, u_j, 0
     builder = MilpBuilder()
     enc = encode_relu_network(builder, blocks, lo, hi, pre_lo, pre_hi, relaxation="triangle", layers=j)
-    model = builder.build()
+    lp = SafeLp(builder.build())
     rows = enc.post[j - 1].affine(blocks[j].weight, blocks[j].bias)
-    coef = rows.widened(model.num_vars).toarray()
-    h = HighsBackend().highs_instance(model)
-    ncol = model.num_vars
-    cols = np.arange(ncol, dtype=np.int32)
-    lps = 0
+    coef = rows.widened(lp.model.num_vars).toarray()
     for i in unstable:
-        for sign in (1.0, -1.0):
-            if sign < 0 and u_j[i] <= 0:
-                break  # already proven inactive
-            if deadline is not None and time.perf_counter() > deadline:
-                return l_j, u_j, lps
-            c = sign * coef[i]
-            h.changeColsCost(ncol, cols, c)
-            h.run()
-            lps += 1
-            if h.getModelStatus().name != "kOptimal":
-                continue
-            y = np.asarray(h.getSolution().row_dual, dtype=np.float64)
-            best = min(
-                dual_bound(model.A, model.row_lo, model.row_hi, model.col_lo, model.col_hi, c, s * y) for s in (1.0, -1.0)
-            )
-            best = round_up(best + sign * rows.const[i], abs(rows.const[i]) + abs(best), 2)
-            if sign > 0:
-                u_j[i] = min(u_j[i], best)
-            else:
-                l_j[i] = max(l_j[i], -best)
-    return l_j, u_j, lps
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        u_j[i] = min(u_j[i], lp.upper(coef[i], rows.const[i]))
+        if u_j[i] <= 0:
+            continue  # proven inactive
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        l_j[i] = max(l_j[i], lp.lower(coef[i], rows.const[i]))
+    return l_j, u_j, lp.solves

@@ -24,6 +24,7 @@ docs/lipschitz.md for measurements), so it is the default.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -31,8 +32,9 @@ import scipy.sparse as sp
 
 from models.ir import Affine, Network
 
+from ..bounds.interval import affine_interval
 from ..bounds.jacobian import SwitchedPassBounds, jacobian_maps, switched_pass_bounds
-from ..bounds.types import NetworkBounds, relu_blocks
+from ..bounds.types import UNSTABLE, NetworkBounds, relu_blocks
 from .expr import Expr
 from .jacobian import VectorSetEncoding, encode_switched_pass, encode_vector_set
 from .model import MilpBuilder, MilpModel
@@ -55,6 +57,9 @@ class LipschitzMilp:
     product: Expr
     pass_bounds: SwitchedPassBounds
     objective: NormObjective
+    maps: list[np.ndarray]
+    phases: list[np.ndarray]
+    signals: list[Expr]
 
     @property
     def num_binaries(self) -> int:
@@ -110,6 +115,9 @@ class LipschitzMilp:
         return float(objective_value)
 
 
+PASS_BOUNDS: tuple[str, ...] = ("interval", "lp")
+
+
 def build_lipschitz_milp(
     net: Network,
     bounds: NetworkBounds,
@@ -117,18 +125,30 @@ def build_lipschitz_milp(
     output_norm: str | None,
     target: np.ndarray | None = None,
     formulation: str = "forward",
+    pass_bounds: str = "interval",
+    deadline: float | None = None,
 ) -> LipschitzMilp:
     """The MILP whose optimum is the local Lipschitz constant over `bounds`' box.
 
     With `target` (a vector c of output weights) the function is the scalar c^T f and
-    `output_norm` is ignored.
+    `output_norm` is ignored. `pass_bounds="lp"` tightens the big-M bounds of the Jacobian-vector
+    product layer by layer over the MILP's own LP relaxation (safe duals), stopping at `deadline`.
     """
     if formulation not in FORMULATIONS:
         raise ValueError(f"unknown formulation {formulation!r}")
-    blocks = relu_blocks(net)
-    weights = [b.weight for b in blocks]
+    if pass_bounds not in PASS_BOUNDS:
+        raise ValueError(f"unknown pass bounds {pass_bounds!r}")
     if target is not None:
         target = np.asarray(target, dtype=np.float64).reshape(-1)
+    milp = _build(net, bounds, input_norm, output_norm, target, formulation, None)
+    if pass_bounds == "lp":
+        milp = _lp_tighten_pass(milp, lambda pb: _build(net, bounds, input_norm, output_norm, target, formulation, pb), deadline)
+    return milp
+
+
+def _build(net, bounds, input_norm, output_norm, target, formulation, pb: SwitchedPassBounds | None) -> LipschitzMilp:
+    blocks = relu_blocks(net)
+    weights = [b.weight for b in blocks]
     builder = MilpBuilder()
     fwd = encode_relu_network(builder, blocks, bounds.lo, bounds.hi, bounds.pre_lo, bounds.pre_hi, "bigm", layers=len(blocks) - 1)
     if formulation == "forward":
@@ -151,8 +171,49 @@ def build_lipschitz_milp(
         objective = NORM_OBJECTIVE[DUAL[input_norm]]
         deltas = list(reversed(fwd.delta))
     maps, phases = jacobian_maps(weights, fwd.phase, formulation)
-    pb = switched_pass_bounds(maps, phases, vec.lo, vec.hi)
-    product = encode_switched_pass(builder, maps, deltas, phases, vec.expr, pb)
+    if pb is None:
+        pb = switched_pass_bounds(maps, phases, vec.lo, vec.hi)
+    signals: list[Expr] = []
+    product = encode_switched_pass(builder, maps, deltas, phases, vec.expr, pb, signals)
     obj = encode_norm_objective(builder, product, pb.out_lo, pb.out_hi, objective)  # type: ignore[arg-type]
     builder.set_objective(obj.expr, "max")
-    return LipschitzMilp(builder.build(), formulation, blocks, fwd, vec, product, pb, obj)
+    return LipschitzMilp(builder.build(), formulation, blocks, fwd, vec, product, pb, obj, maps, phases, signals)
+
+
+def _lp_tighten_pass(milp: LipschitzMilp, rebuild, deadline: float | None) -> LipschitzMilp:
+    """Tighten t_j (j >= 1) and the product's bounds over the LP relaxation, layer by layer."""
+    import time
+
+    from ..bounds.jacobian import slope_interval
+    from ..bounds.lp import SafeLp
+
+    pb = copy.deepcopy(milp.pass_bounds)
+    n_layers = len(milp.phases)
+    for j in range(1, n_layers + 1):
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        expr = milp.signals[j] if j < n_layers else milp.product
+        lo, hi = (pb.t_lo[j], pb.t_hi[j]) if j < n_layers else (pb.out_lo, pb.out_hi)
+        rows = np.flatnonzero(milp.phases[j] == UNSTABLE) if j < n_layers else np.arange(expr.size)
+        rows = rows[~expr.row_is_constant()[rows] & (lo[rows] < 0) & (hi[rows] > 0)]
+        if rows.size == 0:
+            continue
+        lp = SafeLp(milp.model)
+        coef = expr.widened(lp.model.num_vars)
+        for i in rows:
+            if deadline is not None and time.perf_counter() > deadline:
+                break
+            ci = coef[i].toarray().reshape(-1)
+            hi[i] = min(hi[i], lp.upper(ci, expr.const[i]))
+            lo[i] = max(lo[i], lp.lower(ci, expr.const[i]))
+        # re-propagate the tightened layer by interval arithmetic (intersected)
+        if j < n_layers:
+            for t in range(j, n_layers):
+                if t > j:
+                    l2, h2 = affine_interval(milp.maps[t], 0.0, pb.s_lo[t - 1], pb.s_hi[t - 1])
+                    pb.t_lo[t], pb.t_hi[t] = np.maximum(pb.t_lo[t], l2), np.minimum(pb.t_hi[t], h2)
+                pb.s_lo[t], pb.s_hi[t] = slope_interval(pb.t_lo[t], pb.t_hi[t], milp.phases[t])
+            l2, h2 = affine_interval(milp.maps[-1], 0.0, pb.s_lo[-1], pb.s_hi[-1])
+            pb.out_lo, pb.out_hi = np.maximum(pb.out_lo, l2), np.minimum(pb.out_hi, h2)
+        milp = rebuild(pb)
+    return milp
