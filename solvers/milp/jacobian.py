@@ -14,10 +14,10 @@ bounded t in [L, U] is linearised exactly:
 
 When t is a known number (a fixed vector w through stable layers) s = t d needs no variable.
 
-The vector w ranges over the extreme points of a norm ball (`encode_vector_set`):
-"fixed" (a given vector, e.g. a class margin), "signs" ({-1, 1}^k: unit linf ball; "all_signs"
-without the symmetry breaking, for objectives linear in w),
-"onehot" ({e_i}: unit l1 ball, up to sign) or "ball" (the l2 unit ball; quadratic, Gurobi only).
+The vector w ranges over the extreme points of a norm ball (`encode_vector_set`, encoded by their
+convex hull): "fixed" (a given vector, e.g. a class margin), "signs" ({-1, 1}^k: unit linf ball;
+"all_signs" without the symmetry breaking, for objectives linear in w), "onehot" ({e_i}: unit l1
+ball, up to sign) or "ball" (the l2 unit ball; quadratic, Gurobi only).
 """
 
 from __future__ import annotations
@@ -58,16 +58,16 @@ class VectorSetEncoding:
             return {}
         w = np.asarray(w, dtype=np.float64)
         if self.kind == "all_signs":
-            return dict(zip(self.vars.tolist(), ((np.sign(w) + (w == 0) + 1) / 2).tolist()))
-        if self.kind == "signs":
-            s = np.where(w >= 0, 1.0, -1.0) * (1.0 if w[0] >= 0 else -1.0)
-            return dict(zip(self.vars.tolist(), ((s[1:] + 1) / 2).tolist()))
+            return dict(zip(self.vars.tolist(), np.where(w >= 0, 1.0, -1.0).tolist()))
         if self.kind == "onehot":
             onehot = np.zeros(w.size)
             onehot[int(np.argmax(np.abs(w)))] = 1.0
             return dict(zip(self.vars.tolist(), onehot.tolist()))
         u = w * (1.0 if w[0] >= 0 else -1.0)
-        u = u / max(float(np.linalg.norm(u)), 1e-300)
+        if self.kind == "signs":
+            u = np.where(u >= 0, 1.0, -1.0)
+        else:
+            u = u / max(float(np.linalg.norm(u)), 1e-300)
         return dict(zip(self.vars.tolist(), u.tolist()))
 
     def value(self, v: np.ndarray) -> np.ndarray:
@@ -86,26 +86,33 @@ class VectorSetEncoding:
 
 
 def encode_vector_set(builder: MilpBuilder, kind: VectorSet, k: int, fixed: np.ndarray | None = None) -> VectorSetEncoding:
+    """The vector w as continuous variables over the convex hull of its set.
+
+    Every objective built on w is convex in w once the ReLU phases are fixed (a norm, a square or
+    a linear function of the product J w), so its maximum over the hull is attained at an extreme
+    point and needs no binary: {-1, 1}^k becomes [-1, 1]^k, {e_i} the simplex. Solvers then branch
+    only on ReLU phases and objective signs. The even sets fix w_0 >= 0 (||J w|| = ||J (-w)||).
+    """
     if kind == "fixed":
         if fixed is None or np.asarray(fixed).shape != (k,):
             raise ValueError(f"a fixed vector needs {k} values")
         w = np.asarray(fixed, dtype=np.float64)
         return VectorSetEncoding(kind, Expr.constant(w, builder.num_vars), w.copy(), w.copy(), w)
     if kind == "all_signs":
-        b = builder.add_binaries(k, group="w_sign")
-        return VectorSetEncoding(kind, builder.var_expr(b).scale(2.0) + (-1.0), -np.ones(k), np.ones(k), vars=b)
+        wv = builder.add_vars(k, -1.0, 1.0, group="w_box")
+        return VectorSetEncoding(kind, builder.var_expr(wv), -np.ones(k), np.ones(k), vars=wv)
     if k == 1 and kind in ("signs", "onehot", "ball"):
         one = np.ones(1)
         return VectorSetEncoding(kind, Expr.constant(one, builder.num_vars), one, one.copy())
     if kind == "signs":
-        b = builder.add_binaries(k - 1, group="w_sign")
-        expr = Expr.stack([Expr.constant(np.ones(1), builder.num_vars), builder.var_expr(b).scale(2.0) + (-1.0)])
-        return VectorSetEncoding(kind, expr, np.r_[1.0, -np.ones(k - 1)], np.ones(k), vars=b)
+        lo = np.r_[0.0, -np.ones(k - 1)]
+        wv = builder.add_vars(k, lo, 1.0, group="w_box")
+        return VectorSetEncoding(kind, builder.var_expr(wv), lo, np.ones(k), vars=wv)
     if kind == "onehot":
-        b = builder.add_binaries(k, group="w_onehot")
-        e = builder.var_expr(b)
-        builder.constrain(e.affine(np.ones((1, k))), lo=1.0, hi=1.0, group="w_onehot/sum")
-        return VectorSetEncoding(kind, e, np.zeros(k), np.ones(k), vars=b)
+        wv = builder.add_vars(k, 0.0, 1.0, group="w_simplex")
+        e = builder.var_expr(wv)
+        builder.constrain(e.affine(np.ones((1, k))), lo=1.0, hi=1.0, group="w_simplex/sum")
+        return VectorSetEncoding(kind, e, np.zeros(k), np.ones(k), vars=wv)
     if kind == "ball":
         lo = np.r_[0.0, -np.ones(k - 1)]
         wv = builder.add_vars(k, lo, 1.0, group="w_ball")
