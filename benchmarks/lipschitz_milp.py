@@ -172,7 +172,7 @@ def summarize(rows: list[dict], counts: list[dict]) -> str:
                   "| net | backend | value [lower, upper] | LipMIP value | median s | LipMIP s | speed-up |", "|---|---|---|---|---|---|---|"]
         for r in suite:
             ref, lo_s, hi_s = LIPMIP_REFERENCE[r["instance"]]
-            speed = f"{lo_s / r['median_seconds']:.0f}x-{hi_s / r['median_seconds']:.0f}x" if r["backend"] == "gurobi" else ""
+            speed = f"{lo_s / r['median_seconds']:.1f}x-{hi_s / r['median_seconds']:.1f}x" if r["backend"] == "gurobi" else ""
             lines.append(f"| {r['instance']} | {r['backend']} | [{r['lower']:.7f}, {r['upper']:.7f}] ({r['status']}) | {ref} | "
                          f"{r['median_seconds']:.2f} | {lo_s}-{hi_s} | {speed} |")
         lines.append("")
@@ -255,13 +255,35 @@ def plot(rows: list[dict], counts: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def _read_csv(path: Path) -> list[dict]:
+    def conv(v: str):
+        try:
+            return int(v)
+        except ValueError:
+            try:
+                return float(v)
+            except ValueError:
+                return v
+
+    with open(path, newline="") as fh:
+        return [{k: conv(v) for k, v in row.items()} for row in csv.DictReader(fh)]
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--sections", default="lipmip,ablation,random,digits")
     ap.add_argument("--time-limit", type=float, default=300.0)
     ap.add_argument("--lipmip-formulation", action="store_true", help="also run LipMIP's formulation on our stack (slow)")
+    ap.add_argument("--from-csv", action="store_true", help="only rebuild the summary and plot from the saved CSVs")
     args = ap.parse_args(argv)
+    if args.from_csv:
+        rows, counts = _read_csv(RESULTS / "lipschitz_milp.csv"), _read_csv(RESULTS / "lipschitz_milp_bounds.csv")
+        summary = summarize(rows, counts)
+        (RESULTS / "lipschitz_milp_summary.md").write_text(summary + "\n")
+        plot(rows, counts, RESULTS / "lipschitz_milp.png")
+        print(summary)
+        return
     sections = args.sections.split(",")
     RESULTS.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []

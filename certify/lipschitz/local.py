@@ -45,6 +45,7 @@ L2_METHODS: tuple[str, ...] = ("auto", "miqp", "equivalence")
 WIDEN_REL = 1e-9
 WIDEN_ABS = 1.0
 SOLVER_TOLERANCE = 1e-9
+DEFAULT_MIP_GAP = 1e-6
 MAX_CUTS = 20  # no-good cuts of degenerate (tie) activation patterns per call
 
 
@@ -72,7 +73,7 @@ def local_lipschitz(
     target: Sequence[float] | np.ndarray | None = None,
     backend: str = "auto",
     time_limit: float | None = None,
-    mip_gap: float = 1e-6,
+    mip_gap: float | None = None,
     bounds: str = "lp",
     formulation: str = "forward",
     l2_method: str = "auto",
@@ -89,7 +90,7 @@ def local_lipschitz(
       ||J||_{input->output}); or a scalar function: `margin=(i, j)` for f_i - f_j, or
       `target=c` for c^T f (then `output_norm` is ignored).
     - `backend`: auto (Gurobi when licensed and the model fits, else HiGHS), gurobi, highs, cbc.
-    - `time_limit` (seconds, whole call), `mip_gap` (relative), `bounds` (interval, symbolic,
+    - `time_limit` (seconds, whole call), `mip_gap` (relative, default 1e-6), `bounds` (interval, symbolic,
       lp), `formulation` (forward: J w, or backward: J^T c as in LipMIP), `l2_method` (auto,
       miqp: Gurobi's exact nonconvex MIQP, equivalence: sound norm-interpolation bound),
       `pass_bounds` (interval, or lp: LP-tighten the Jacobian-product big-M constants; default
@@ -119,7 +120,7 @@ def local_lipschitz(
         raise BadInput(f"unknown l2 method {l2_method!r}; choose one of {', '.join(L2_METHODS)}")
     if time_limit is not None:
         time_limit = parse_positive(time_limit, "time limit")
-    mip_gap = parse_positive(mip_gap, "mip gap", allow_zero=True)
+    mip_gap = DEFAULT_MIP_GAP if mip_gap is None else parse_positive(mip_gap, "mip gap", allow_zero=True)
     threads = int(parse_positive(threads, "threads"))
     deadline = None if time_limit is None else t_start + time_limit
 

@@ -17,7 +17,8 @@ encoding (`relu`) supplies one binary per unstable neuron; the Jacobian-vector p
     target c^T f     objective c^T J w (all signs w),  c fixed
                      |c^T J w| (l1), (c^T J w)^2 (l2)
 
-Both formulations have the same optimum; the forward one puts the switch products in the same
+w and c are continuous over the convex hull of their set (`jacobian.encode_vector_set`): only
+ReLU phases and objective signs are binaries. Both formulations have the same optimum; the forward one puts the switch products in the same
 order as the forward ReLU constraints, which branch-and-bound solvers exploit far better (see
 docs/lipschitz.md for measurements), so it is the default.
 """
