@@ -60,7 +60,7 @@ def test_lipmip_2_20_20_20_2_against_enumeration():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend,formulation", [("gurobi", "forward"), ("highs", "forward"), ("highs", "backward")])
+@pytest.mark.parametrize("backend,formulation", [("gurobi", "forward"), ("highs", "forward"), ("cbc", "forward")])
 def test_lipmip_10_10_10_10_10_2(backend, formulation):
     _, cert = _certify(LIPMIP_SUITE[2], backend, formulation=formulation)
     _check_against_lipmip(LIPMIP_SUITE[2], cert)
