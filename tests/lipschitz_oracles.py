@@ -20,15 +20,6 @@ def random_weights(sizes, seed: int, bias: float = 0.3) -> list[tuple[np.ndarray
     return [(rng.standard_normal((b, a)) / np.sqrt(a), rng.standard_normal(b) * bias) for a, b in zip(sizes, sizes[1:])]
 
 
-def forward(weights, x):
-    h = np.asarray(x, dtype=np.float64)
-    for k, (W, b) in enumerate(weights):
-        h = h @ W.T + b
-        if k < len(weights) - 1:
-            h = np.maximum(h, 0.0)
-    return h
-
-
 def _has_interior(A: np.ndarray, b: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
     """Does {x in [lo, hi]: A x <= b} contain a ball of radius > 1e-7 (relative to the box)?"""
     n = lo.size

@@ -12,7 +12,7 @@ from models.ir import sequential
 from solvers.bounds import METHODS, network_bounds
 from solvers.bounds.jacobian import jacobian_maps, switched_pass_bounds
 from solvers.bounds.lp import dual_bound
-from tests.lipschitz_oracles import forward, jacobian, random_weights, regions
+from tests.lipschitz_oracles import jacobian, random_weights, regions
 
 
 def _exact_ranges(weights, lo, hi):
