@@ -25,6 +25,8 @@ _LAZY: dict[str, str] = {
     "SLLLayer": "models.sll",
     "SLLNetwork": "models.sll",
     "sll_from_torch": "models.sll",
+    "local_lipschitz": "certify.lipschitz",
+    "LipschitzCertificate": "certify.lipschitz",
 }
 
 

@@ -69,7 +69,19 @@ def demo_global() -> None:
     main(cmd)
 
 
-STEPS = [demo_import, demo_global, demo_privacy]
+def demo_lipschitz() -> None:
+    from certify.cli import main
+    from models.zoo import lipmip_suite_path
+
+    path = lipmip_suite_path("lipmip_2-20-20-20-2")
+    args = ["lipschitz", str(path), "--center", "0.5,0.5", "--radius", "0.5", "--margin", "0,1"]
+    _step("Exact local Lipschitz constant of f_0 - f_1 over [0,1]^2 by MILP (LipMIP's 2-20-20-20-2 net)",
+          f"certify lipschitz {path.name} --center 0.5,0.5 --radius 0.5 --margin 0,1")
+    main(args)
+    print("LipMIP's reference code reports 0.0969398 (Gurobi's dual bound at its default 1e-4 gap) in about 2 s")
+
+
+STEPS = [demo_import, demo_lipschitz, demo_global, demo_privacy]
 
 
 def main() -> None:

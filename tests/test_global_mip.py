@@ -1,7 +1,6 @@
 """method="mip": the exact constant over a domain box from the local-Lipschitz MILP (issue 3).
 
-These tests need `certify.lipschitz.local.local_lipschitz`, built on another branch; they are
-skipped until it is merged (remove the skip then). Oracles: exact Jacobian operator norms at
+Oracles: exact Jacobian operator norms at
 sampled points of the box (lower bounds), hand-computed constants of a two-neuron net, and the
 validated SDP / norm-product bounds (upper bounds).
 """
@@ -14,17 +13,6 @@ import pytest
 from models.ir import sequential
 from models.zoo import random_relu_net, vnncomp_test_path
 from solvers.norms import operator_norm
-
-
-def _has_local_lipschitz() -> bool:
-    try:
-        from certify.lipschitz.local import local_lipschitz  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-pytestmark = pytest.mark.skipif(not _has_local_lipschitz(), reason="the MILP engine (certify.lipschitz.local) is not merged yet")
 
 
 def _sampled(net, lo, hi, p, q, n=3000, seed=0):

@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "certify.cli.model_cmds",
     "certify.cli.privacy_cmds",
     "certify.cli.global_cmd",
+    "certify.cli.lipschitz_cmd",
 )
 
 _NEGATIVE_VALUE = re.compile(r"^-(\d|\.\d|inf|nan)", re.IGNORECASE)

@@ -1,0 +1,206 @@
+"""Witness replay: lower bounds that hold outside any solver.
+
+A lower bound on the Lipschitz constant over a box B is ||J(x0)|| for a point x0 of B where f is
+differentiable with Jacobian J(x0): f is affine near x0, so pairs of points near x0 realise any
+direction. We certify differentiability in float64: every pre-activation at x0 must be farther
+from 0 than a bound on its rounding error. The MILP returns an activation pattern, often at a
+vertex where pre-activations tie at 0, so we replay an interior point of that pattern's region
+(`solvers.regions.interior_point`, one LP) instead of the solver's point.
+Norm values are rounded down by a bound on the float64 error (`solvers.bounds.rounding`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from models.ir import Network
+from solvers.bounds.rounding import gamma, round_down
+from solvers.bounds.types import relu_blocks
+from solvers.norms import dual, operator_norm, vector_norm
+
+# exact operator norms by sign enumeration are used up to this many signs (2^16 products)
+EXACT_ENUMERATION = 16
+
+
+@dataclass
+class DifferentiablePoint:
+    """A point where f is certified differentiable, with its Jacobian and |.|-chain magnitude."""
+
+    x: np.ndarray
+    jacobian: np.ndarray
+    magnitude: np.ndarray  # |W_k| D ... D |W_0| >= |J| entrywise, sizes rounding errors
+    pattern: list[np.ndarray]
+    rounding: int  # length of the longest rounding chain
+
+
+def differentiable_point(net: Network, x: np.ndarray) -> DifferentiablePoint | None:
+    """J(x) when every pre-activation at x has a certain sign in float64, else None."""
+    blocks = relu_blocks(net)
+    x = np.asarray(x, dtype=np.float64)
+    h, mag = x, np.abs(x)
+    J, Jabs = np.eye(x.size), np.eye(x.size)
+    pattern = []
+    chain = 0
+    for j, blk in enumerate(blocks):
+        z = blk.weight @ h + blk.bias
+        mag = np.abs(blk.weight) @ mag + np.abs(blk.bias)
+        chain += blk.in_dim + 1
+        J, Jabs = blk.weight @ J, np.abs(blk.weight) @ Jabs
+        if j == len(blocks) - 1:
+            break
+        # |computed z - exact z| <= gamma(chain) * 2^j * mag (each ReLU layer may double the bound)
+        if np.any(np.abs(z) <= 4.0 * 2.0**j * gamma(chain) * mag + 1e-300):
+            return None
+        s = (z > 0).astype(np.float64)
+        pattern.append(s)
+        h = s * z
+        mag = s * mag
+        J, Jabs = s[:, None] * J, s[:, None] * Jabs
+    return DifferentiablePoint(x, J, Jabs, pattern, chain + x.size)
+
+
+def norm_lower(
+    point: DifferentiablePoint,
+    input_norm: str,
+    output_norm: str | None,
+    target: np.ndarray | None = None,
+    hint: np.ndarray | None = None,
+    hint_side: str = "input",
+) -> float:
+    """A sound lower bound on ||J||_{p->q} (or on ||J^T c||_{p*} for a target c) at `point`.
+
+    Exact when cheap (closed forms, or sign enumeration of the smaller side up to 2^16);
+    otherwise the best of the solver's direction `hint` (w with ||J w||_q, or c with
+    ||J^T c||_{p*}) improved by alternating sign ascent.
+    """
+    J, Jabs = point.jacobian, point.magnitude
+    n_round = point.rounding + J.size + 4
+    if target is not None:
+        c = np.asarray(target, dtype=np.float64)
+        val = vector_norm(J.T @ c, dual(input_norm))
+        mag = vector_norm(Jabs.T @ np.abs(c), dual(input_norm))
+        return max(0.0, round_down(val, mag + val, n_round))
+    mag = float(np.sum(Jabs)) + 1e-300
+    try:
+        if _cheap(J.shape, input_norm, str(output_norm)):
+            val = operator_norm(J, input_norm, str(output_norm))
+            return max(0.0, round_down(val, mag + val, n_round))
+    except ValueError:
+        pass
+    best = 0.0
+    starts = []
+    if hint is not None:
+        starts.append((np.asarray(hint, dtype=np.float64), hint_side))
+    starts.append((np.sign(J.sum(axis=0)) + (J.sum(axis=0) == 0), "input"))
+    for vec, side in starts:
+        best = max(best, _ascent(J, vec, side, input_norm, str(output_norm)))
+    return max(0.0, round_down(best, mag + best, n_round))
+
+
+def _cheap(shape: tuple[int, int], p: str, q: str) -> bool:
+    m, n = shape
+    if p == "l1" or q == "linf" or (p, q) == ("l2", "l2"):
+        return True
+    if (p, q) == ("linf", "l1"):
+        return min(m, n) <= EXACT_ENUMERATION
+    if (p, q) == ("linf", "l2"):
+        return n <= EXACT_ENUMERATION
+    if (p, q) == ("l2", "l1"):
+        return m <= EXACT_ENUMERATION
+    return False
+
+
+def _value_of_input(J: np.ndarray, w: np.ndarray, p: str, q: str) -> float:
+    nrm = vector_norm(w, p)
+    return vector_norm(J @ w, q) / nrm if nrm > 0 else 0.0
+
+
+def _value_of_output(J: np.ndarray, c: np.ndarray, p: str, q: str) -> float:
+    nrm = vector_norm(c, dual(q))
+    return vector_norm(J.T @ c, dual(p)) / nrm if nrm > 0 else 0.0
+
+
+def _ascent(J: np.ndarray, vec: np.ndarray, side: str, p: str, q: str, rounds: int = 50) -> float:
+    """Alternating ascent for the NP-hard pairs (linf->l1, linf->l2, l2->l1) from a start vector."""
+    best = _value_of_input(J, vec, p, q) if side == "input" else _value_of_output(J, vec, p, q)
+    if side == "output":
+        vec = _best_input_for(J.T @ vec, p)
+    for _ in range(rounds):
+        y = J @ vec
+        c = _best_output_for(y, q)
+        w = _best_input_for(J.T @ c, p)
+        val = max(_value_of_input(J, w, p, q), _value_of_output(J, c, p, q))
+        if val <= best * (1 + 1e-15):
+            best = max(best, val)
+            break
+        best, vec = val, w
+    return best
+
+
+def direction_pair(J: np.ndarray, p: str, q: str | None, target: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """A good (w, c): input direction w in the unit p-ball and output functional c in the unit
+    q*-ball with c^T J w close to ||J||_{p->q} (exact for closed-form pairs), for warm starts."""
+    if target is not None:
+        c = np.asarray(target, dtype=np.float64)
+        return _best_input_for(J.T @ c, p), c
+    q = str(q)
+    if p == "l1":
+        k = int(np.argmax([vector_norm(J[:, j], q) for j in range(J.shape[1])]))
+        w = np.zeros(J.shape[1])
+        w[k] = 1.0
+    else:
+        w = _best_input_for(J.sum(axis=0) + 1e-12, p)
+        for _ in range(50):
+            c = _best_output_for(J @ w, q)
+            w_new = _best_input_for(J.T @ c, p)
+            if np.allclose(w_new, w):
+                break
+            w = w_new
+    return w, _best_output_for(J @ w, q)
+
+
+def _best_input_for(g: np.ndarray, p: str) -> np.ndarray:
+    """argmax over the unit p-ball of <g, w>."""
+    if p == "linf":
+        return np.where(g >= 0, 1.0, -1.0)
+    if p == "l1":
+        w = np.zeros_like(g)
+        k = int(np.argmax(np.abs(g)))
+        w[k] = 1.0 if g[k] >= 0 else -1.0
+        return w
+    nrm = np.linalg.norm(g)
+    return g / nrm if nrm > 0 else np.ones_like(g) / np.sqrt(g.size)
+
+
+def _best_output_for(y: np.ndarray, q: str) -> np.ndarray:
+    """argmax over the unit dual(q)-ball of <c, y>."""
+    return _best_input_for(y, dual(q))
+
+
+def sample_lower(
+    net: Network,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    input_norm: str,
+    output_norm: str | None,
+    target: np.ndarray | None,
+    samples: int = 32,
+    seed: int = 0,
+) -> tuple[float, DifferentiablePoint | None]:
+    """Best certified lower bound over the box centre and `samples` uniform random points."""
+    rng = np.random.default_rng(seed)
+    points = np.vstack([(lo + hi) / 2.0, rng.uniform(lo, hi, size=(samples, lo.size))])
+    best, best_pt = 0.0, None
+    for x in points:
+        pt = differentiable_point(net, x)
+        if pt is None:
+            continue
+        val = norm_lower(pt, input_norm, output_norm, target)
+        if val > best or best_pt is None:
+            best, best_pt = val, pt
+    return best, best_pt
+
+
+__all__ = ["DifferentiablePoint", "differentiable_point", "direction_pair", "norm_lower", "sample_lower"]

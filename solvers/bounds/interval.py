@@ -1,0 +1,33 @@
+"""Interval arithmetic through affine maps (exact for one affine map over a box, then loose)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .rounding import widen
+
+
+def affine_interval(weight: np.ndarray, bias: np.ndarray | float, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sound bounds of W h + b over lo <= h <= hi (widened for float64 rounding)."""
+    w_pos = np.maximum(weight, 0.0)
+    w_neg = np.minimum(weight, 0.0)
+    z_lo = w_pos @ lo + w_neg @ hi + bias
+    z_hi = w_pos @ hi + w_neg @ lo + bias
+    mag = np.abs(weight) @ np.maximum(np.abs(lo), np.abs(hi)) + np.abs(bias)
+    return widen(z_lo, z_hi, mag, weight.shape[1] + 1)
+
+
+def affine_transpose_interval(weight: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sound bounds of W^T g over lo <= g <= hi (the backward pass through W)."""
+    return affine_interval(weight.T, 0.0, lo, hi)
+
+
+def magnitudes(weights: list[np.ndarray], biases: list[np.ndarray], lo: np.ndarray, hi: np.ndarray) -> list[np.ndarray]:
+    """Upper bounds on |z_j| from the absolute-value forward pass (used to size rounding errors)."""
+    m = np.maximum(np.abs(lo), np.abs(hi))
+    out = []
+    for w, b in zip(weights, biases):
+        m = np.abs(w) @ m + np.abs(b)
+        m = m * (1.0 + 1e-12) + 1e-300  # cover the rounding of this very computation
+        out.append(m)
+    return out

@@ -1,0 +1,92 @@
+"""Bounds on the pre-activations of a ReLU network over an input box."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from models.ir import Affine, Network
+
+INACTIVE, UNSTABLE, ACTIVE = -1, 0, 1
+
+
+def relu_blocks(net: Network) -> list[Affine]:
+    """Affine maps [A_0, ..., A_K-1] of the fused net with a ReLU between consecutive maps.
+
+    A ReLU follows every map except the last; a net ending with a ReLU gets an identity last map.
+    ReLU layer j is the one applied to the output of A_j, so `net.preactivations(x)[j]` is z_j.
+    """
+    blocks, _ = net.affine_blocks()
+    return blocks
+
+
+def phases(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """INACTIVE where hi <= 0, ACTIVE where lo >= 0 (and hi > 0), UNSTABLE otherwise.
+
+    Bounds exactly 0 are stable (a neuron with hi == 0 is 0 on the whole box), so no neuron
+    with a zero bound gets a binary (LipMIP crashes on those).
+    """
+    return np.where(hi <= 0, INACTIVE, np.where(lo >= 0, ACTIVE, UNSTABLE)).astype(np.int8)
+
+
+@dataclass
+class StepStats:
+    """What one tightening step did: seconds spent, unstable neurons per layer after it, LPs solved."""
+
+    name: str
+    seconds: float = 0.0
+    unstable: list[int] = field(default_factory=list)
+    lps: int = 0
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "seconds": self.seconds, "unstable": list(self.unstable),
+                "unstable_total": int(sum(self.unstable)), "lps": self.lps}
+
+
+@dataclass
+class NetworkBounds:
+    """Sound float64 bounds over the box lo <= x <= hi.
+
+    `pre_lo[j]`, `pre_hi[j]` bound the input z_j of ReLU layer j (see `relu_blocks`);
+    `out_lo`, `out_hi` bound the network output. Every bound holds for every x in the box
+    (computed in float64 and widened for rounding).
+    """
+
+    lo: np.ndarray
+    hi: np.ndarray
+    pre_lo: list[np.ndarray]
+    pre_hi: list[np.ndarray]
+    out_lo: np.ndarray
+    out_hi: np.ndarray
+    method: str
+    steps: list[StepStats] = field(default_factory=list)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.pre_lo)
+
+    def phase(self, j: int) -> np.ndarray:
+        return phases(self.pre_lo[j], self.pre_hi[j])
+
+    def phases(self) -> list[np.ndarray]:
+        return [self.phase(j) for j in range(self.num_layers)]
+
+    def unstable_counts(self) -> list[int]:
+        return [int(np.sum(self.phase(j) == UNSTABLE)) for j in range(self.num_layers)]
+
+    @property
+    def num_unstable(self) -> int:
+        return int(sum(self.unstable_counts()))
+
+    @property
+    def seconds(self) -> float:
+        return float(sum(s.seconds for s in self.steps))
+
+    def post_bounds(self, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """Bounds of the ReLU output relu(z_j)."""
+        return np.maximum(self.pre_lo[j], 0.0), np.maximum(self.pre_hi[j], 0.0)
+
+    def summary(self) -> dict:
+        return {"method": self.method, "unstable": self.unstable_counts(), "unstable_total": self.num_unstable,
+                "seconds": self.seconds, "steps": [s.to_dict() for s in self.steps]}

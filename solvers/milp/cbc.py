@@ -1,0 +1,150 @@
+"""CBC back-end through PuLP (its bundled CBC binary).
+
+PuLP returns the incumbent but not CBC's dual bound, so we keep CBC's log and read the bound
+from its summary ("Upper bound:" for maximisation, "Lower bound:" for minimisation). When CBC
+reports an optimal solution without a bound line, the bound is the objective plus the allowed gap.
+CBC's log omits the objective's constant term (PuLP adds it back only to its own value), so we add
+`obj_offset` to every number read from the log.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import time
+
+import numpy as np
+
+from .model import MilpModel, MilpResult, SolveOptions
+
+_RESULT = re.compile(r"^Result - (.+)$", re.M)
+_NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf)"
+_OBJ = re.compile(r"^Objective value:\s+" + _NUM, re.M)
+_UPPER = re.compile(r"^Upper bound:\s+" + _NUM, re.M)
+_LOWER = re.compile(r"^Lower bound:\s+" + _NUM, re.M)
+_NODES = re.compile(r"^Enumerated nodes:\s+(\d+)", re.M)
+
+
+def cbc_executable() -> str | None:
+    """A cbc binary: on PATH, else the one bundled with PuLP (PuLP < 4)."""
+    found = shutil.which("cbc")
+    if found:
+        return found
+    try:
+        from pulp.apis import coin_api
+    except ImportError:
+        return None
+    path = getattr(coin_api, "pulp_cbc_path", None)
+    return os.path.realpath(path) if path and os.path.isfile(path) and os.access(path, os.X_OK) else None
+
+
+class CbcBackend:
+    name = "cbc"
+
+    def available(self) -> bool:
+        try:
+            import pulp  # noqa: F401
+        except ImportError:
+            return False
+        return cbc_executable() is not None
+
+    def unavailable_reason(self) -> str:
+        return "PuLP or a cbc binary is missing (pip install 'pulp[cbc]')"
+
+    def unsupported_reason(self, model: MilpModel) -> str | None:
+        if model.is_quadratic:
+            return "CBC does not solve quadratic programs"
+        return None
+
+    def solve(self, model: MilpModel, options: SolveOptions) -> MilpResult:
+        import pulp
+
+        t0 = time.perf_counter()
+        prob = pulp.LpProblem("certify", pulp.LpMaximize if model.sense == "max" else pulp.LpMinimize)
+        xs = []
+        for k in range(model.num_vars):
+            lo = float(model.col_lo[k]) if np.isfinite(model.col_lo[k]) else None
+            hi = float(model.col_hi[k]) if np.isfinite(model.col_hi[k]) else None
+            cat = pulp.LpInteger if model.integer[k] else pulp.LpContinuous
+            xs.append(prob.add_variable(f"v{k}", lowBound=lo, upBound=hi, cat=cat))
+        nz = np.flatnonzero(model.obj)
+        prob += pulp.LpAffineExpression([(xs[k], float(model.obj[k])) for k in nz], constant=float(model.obj_offset))
+        A = model.A.tocsr()
+        for i in range(model.num_rows):
+            cols = A.indices[A.indptr[i]:A.indptr[i + 1]]
+            vals = A.data[A.indptr[i]:A.indptr[i + 1]]
+            expr = pulp.LpAffineExpression([(xs[k], float(v)) for k, v in zip(cols, vals)])
+            lo, hi = model.row_lo[i], model.row_hi[i]
+            if np.isfinite(lo) and np.isfinite(hi) and lo == hi:
+                prob += pulp.LpConstraint(expr, pulp.LpConstraintEQ, rhs=float(lo), name=f"r{i}")
+                continue
+            if np.isfinite(hi):
+                prob += pulp.LpConstraint(expr, pulp.LpConstraintLE, rhs=float(hi), name=f"r{i}u")
+            if np.isfinite(lo):
+                prob += pulp.LpConstraint(expr, pulp.LpConstraintGE, rhs=float(lo), name=f"r{i}l")
+        if options.start is not None:
+            for var, val in zip(xs, np.asarray(options.start, dtype=np.float64)):
+                var.setInitialValue(float(val))
+        with tempfile.TemporaryDirectory(prefix="certify-cbc-") as tmp:
+            log = os.path.join(tmp, "cbc.log")
+            solver = pulp.COIN_CMD(
+                path=cbc_executable(),
+                msg=False,
+                timeLimit=None if options.time_limit is None else max(float(options.time_limit), 0.01),
+                gapRel=float(options.mip_gap),
+                gapAbs=float(options.abs_gap),
+                threads=int(options.threads),
+                logPath=log,
+                warmStart=options.start is not None,
+                options=[f"primalTolerance {max(options.feasibility_tol, 1e-10):g}",
+                         f"integerTolerance {max(options.integrality_tol, 1e-10):g}"],
+            )
+            try:
+                prob.solve(solver)
+            except pulp.PulpSolverError as exc:
+                return MilpResult("error", None, None, None, 0, time.perf_counter() - t0, self.name, None, f"CBC failed: {exc}")
+            text = open(log).read() if os.path.exists(log) else ""
+        return self.invert(prob, xs, model, text, options, time.perf_counter() - t0)
+
+    def invert(self, prob, xs, model: MilpModel, log: str, options: SolveOptions, seconds: float) -> MilpResult:
+        import pulp
+
+        result = _RESULT.search(log)
+        line = result.group(1).strip() if result else ""
+        if line.startswith("Optimal"):
+            status = "optimal"
+        elif "time limit" in line.lower() or "stopped on time" in line.lower():
+            status = "time_limit"
+        elif "infeasible" in line.lower():
+            status = "infeasible"
+        elif "unbounded" in line.lower():
+            status = "unbounded"
+        elif line:
+            status = "interrupted"
+        else:
+            status = {1: "optimal", -1: "infeasible", -2: "unbounded"}.get(prob.status, "error")
+        values = [v.varValue for v in xs]
+        has_sol = prob.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible) and all(v is not None for v in values)
+        x = np.asarray(values, dtype=np.float64) if has_sol else None
+        objective = model.objective_value(x) if has_sol else None
+        bound_re = _UPPER if model.sense == "max" else _LOWER
+        b = bound_re.search(log)
+        bound: float | None = float(b.group(1)) + model.obj_offset if b else None
+        if bound is None and status == "optimal" and objective is not None:
+            # CBC stopped within the gap of *its* incumbent value, printed with 8 decimals; the
+            # solution file is rounded too, so start from the less favourable of the two
+            logged = _OBJ.search(log)
+            base = objective if not logged else float(logged.group(1)) + model.obj_offset
+            base = max(base, objective) if model.sense == "max" else min(base, objective)
+            slack = max(options.abs_gap, options.mip_gap * abs(base)) + 1e-8
+            bound = base + slack if model.sense == "max" else base - slack
+        if bound is not None and not np.isfinite(bound):
+            bound = None
+        n = _NODES.search(log)
+        nodes = int(n.group(1)) if n else 0
+        gap = None
+        if bound is not None and objective is not None:
+            gap = abs(bound - objective) / max(abs(objective), 1e-10)
+        return MilpResult(status, objective, bound, x, nodes, seconds, self.name, gap, f"CBC: {line or 'no result line'}")

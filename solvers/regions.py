@@ -1,0 +1,195 @@
+"""Activation regions of a ReLU network inside an input box.
+
+The region of an activation pattern s (0/1 per ReLU) is the polytope
+{x in [lo, hi] : (2 s_i - 1) z_i(x) >= 0 for every neuron}, where z_i is affine in x once the
+upstream slopes are fixed to s. In box-normalised coordinates x = lo + (hi - lo) * xi we ask for
+the deepest point: max t s.t. (2 s_i - 1) z_i >= t * n_i, t <= xi <= 1 - t.
+
+- `interior_point`: that point when t > 0 (used to replay a MILP's pattern away from ties).
+- `has_no_interior`: a *sound* proof that the region has empty interior: a dual certificate of
+  t <= 0 verified in exact rational arithmetic. Patterns so proven can be cut from a MILP without
+  changing its supremum over full-dimensional regions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from models.ir import Network
+
+from .bounds.types import relu_blocks
+
+
+@dataclass
+class RegionLp:
+    """max t <= 1/2 s.t. A_ub [xi; t] <= b_ub (region and box constraints as rows)."""
+
+    A_ub: np.ndarray
+    b_ub: np.ndarray
+    n: int
+    empty: bool  # a neuron constant over the region has the wrong sign
+
+
+def _region_lp(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi: np.ndarray) -> RegionLp:
+    blocks = relu_blocks(net)
+    n = lo.size
+    w = hi - lo
+    M, d = np.eye(n), np.zeros(n)
+    rows, rhs = [], []
+    empty = False
+    for blk, s in zip(blocks[:-1], pattern):
+        Mz, dz = blk.weight @ M, blk.weight @ d + blk.bias
+        sign = 2.0 * np.asarray(s, dtype=np.float64) - 1.0
+        G = Mz * w[None, :]
+        c0 = Mz @ lo + dz
+        scale = np.abs(G).sum(axis=1) + np.abs(c0)
+        flat = np.abs(G).sum(axis=1) == 0
+        if np.any(flat & (sign * c0 < 0)):
+            empty = True  # a neuron constant over the region with the wrong sign
+        keep = scale > 0  # z == 0 on the whole region constrains nothing
+        # sign * (G xi + c0) >= t * scale   <=>   -sign*G xi + scale t <= sign*c0
+        rows.append(np.hstack([-(sign[keep, None] * G[keep]), scale[keep, None]]))
+        rhs.append(sign[keep] * c0[keep])
+        M, d = s[:, None] * Mz, s * dz
+    box = np.vstack([np.hstack([-np.eye(n), np.ones((n, 1))]), np.hstack([np.eye(n), np.ones((n, 1))])])
+    A = np.vstack(rows + [box])
+    b = np.concatenate(rhs + [np.zeros(n), np.ones(n)])
+    return RegionLp(A, b, n, empty)
+
+
+def _solve(lp: RegionLp):
+    from scipy.optimize import linprog
+
+    cost = np.zeros(lp.n + 1)
+    cost[-1] = -1.0
+    # the box is in the rows (so that dual certificates see it); t < 0 when the region is empty
+    return linprog(cost, A_ub=lp.A_ub, b_ub=lp.b_ub, bounds=[(None, None)] * lp.n + [(None, 0.5)], method="highs")
+
+
+def interior_point(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi: np.ndarray) -> np.ndarray | None:
+    """The deepest point of the pattern's region in the box, or None if it looks flat."""
+    lp = _region_lp(net, pattern, lo, hi)
+    if lp.empty:
+        return None
+    res = _solve(lp)
+    if res.status != 0 or res.x[-1] <= 1e-9:
+        return None
+    return np.clip(lo + (hi - lo) * res.x[: lp.n], lo, hi)
+
+
+# exact (rational) verification is attempted up to this many multiply-adds
+EXACT_WORK_LIMIT = 2_000_000
+
+
+def has_no_interior(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi: np.ndarray) -> bool:
+    """True only if the pattern's region provably has empty interior in the box.
+
+    The proof is a dual certificate of max t <= 0, checked in exact rational arithmetic on the
+    exact region data (the network weights are rationals): the float LP only suggests which
+    constraints carry the certificate. Any doubt (or too much work) returns False.
+    """
+    lp = _region_lp(net, pattern, lo, hi)
+    if lp.empty:
+        return _exact_constant_violation(net, pattern, lo, hi)
+    res = _solve(lp)
+    if res.status != 0 or res.x[-1] > 1e-9:
+        return False
+    y = -np.asarray(res.ineqlin.marginals, dtype=np.float64)
+    support = np.flatnonzero(y > 1e-9 * max(1.0, float(np.max(y))))
+    blocks = relu_blocks(net)
+    work = sum(b.weight.size for b in blocks[:-1]) * lo.size
+    if support.size == 0 or work > EXACT_WORK_LIMIT:
+        return False
+    data = _exact_region_rows(net, pattern, lo, hi)
+    if data is None:
+        return False
+    A, b = data  # exact rows of  A [xi; t] <= b, same order as the float LP
+    if A.shape[0] != lp.A_ub.shape[0]:
+        return False
+    y_exact = _exact_dual(A[support], y[support])
+    if y_exact is None or any(v < 0 for v in y_exact):
+        return False
+    return sum((yi * bi for yi, bi in zip(y_exact, b[support])), Fraction(0)) <= 0
+
+
+def _exact_region_rows(net: Network, pattern, lo, hi):
+    """The rows of the region LP in exact rationals (None when a row degenerates differently)."""
+    blocks = relu_blocks(net)
+    n = lo.size
+    F = np.vectorize(Fraction, otypes=[object])
+    lo_f, w_f = F(lo), F(hi) - F(lo)
+    M = np.array([[Fraction(int(i == k)) for k in range(n)] for i in range(n)], dtype=object)
+    d = np.array([Fraction(0)] * n, dtype=object)
+    rows, rhs = [], []
+    for blk, s in zip(blocks[:-1], pattern):
+        W, bias = F(blk.weight), F(blk.bias)
+        Mz, dz = W.dot(M), W.dot(d) + bias
+        G = Mz * w_f[None, :]
+        c0 = Mz.dot(lo_f) + dz
+        for i in range(G.shape[0]):
+            scale = sum(abs(g) for g in G[i]) + abs(c0[i])
+            if scale == 0:
+                continue  # z == 0 on the whole region: no constraint (matches the float LP)
+            sign = 1 if s[i] > 0.5 else -1
+            rows.append([-sign * g for g in G[i]] + [Fraction(float(scale))])
+            rhs.append(sign * c0[i])
+        sv = np.array([Fraction(int(v > 0.5)) for v in s], dtype=object)
+        M, d = sv[:, None] * Mz, sv * dz
+    for k in range(n):
+        e = [Fraction(0)] * (n + 1)
+        e[k], e[n] = Fraction(-1), Fraction(1)
+        rows.append(e)
+        rhs.append(Fraction(0))
+    for k in range(n):
+        e = [Fraction(0)] * (n + 1)
+        e[k], e[n] = Fraction(1), Fraction(1)
+        rows.append(e)
+        rhs.append(Fraction(1))
+    return np.array(rows, dtype=object), np.array(rhs, dtype=object)
+
+
+def _exact_dual(A_s: np.ndarray, y_float: np.ndarray) -> list[Fraction] | None:
+    """Exact y >= 0 (hopefully) with A_s^T y = (0, ..., 0, 1): the t-column sums to 1, the xi
+    columns cancel. Free unknowns keep their float values; pivots are solved exactly."""
+    m, k = A_s.shape  # k = n + 1 equations, m unknowns
+    aug = [[A_s[i, j] for i in range(m)] + [Fraction(int(j == k - 1))] for j in range(k)]
+    pivots = []
+    r = 0
+    for col in range(m):
+        piv = next((i for i in range(r, k) if aug[i][col] != 0), None)
+        if piv is None:
+            continue
+        aug[r], aug[piv] = aug[piv], aug[r]
+        inv = 1 / aug[r][col]
+        aug[r] = [v * inv for v in aug[r]]
+        for i in range(k):
+            if i != r and aug[i][col] != 0:
+                f = aug[i][col]
+                aug[i] = [a - f * b for a, b in zip(aug[i], aug[r])]
+        pivots.append(col)
+        r += 1
+        if r == k:
+            break
+    if any(all(v == 0 for v in row[:m]) and row[m] != 0 for row in aug):
+        return None  # inconsistent: the float support was wrong
+    y = [Fraction(float(v)) for v in y_float]
+    for row_i, col in enumerate(pivots):
+        rest = sum((aug[row_i][j] * y[j] for j in range(m) if j not in pivots), Fraction(0))
+        y[col] = aug[row_i][m] - rest
+    return y
+
+
+def _exact_constant_violation(net: Network, pattern, lo, hi) -> bool:
+    """The float LP found a constant neuron of the wrong sign: confirm it exactly."""
+    data = _exact_region_rows(net, pattern, lo, hi)
+    if data is None:
+        return False
+    A, b = data
+    n = lo.size
+    for row, rhs in zip(A, b):
+        if all(v == 0 for v in row[:n]) and rhs < 0 and row[n] > 0:
+            return True  # 0 + scale * t <= rhs < 0 forces t < 0: no interior point
+    return False

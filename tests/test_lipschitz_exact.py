@@ -1,0 +1,188 @@
+"""local_lipschitz against independent oracles: activation-region enumeration, sampling, closed forms."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import certify
+from models.ir import sequential
+from models.zoo import LIPMIP_SUITE, lipmip_suite_path
+from tests.lipschitz_oracles import exact_lipschitz, jacobian, opnorm, random_weights, regions
+
+NETS = {"a": ([2, 5, 5, 2], 0), "b": ([3, 4, 4, 3], 1), "c": ([4, 3, 3, 3, 2], 5)}
+NORMS = ["linf", "l1", "l2"]
+
+
+@lru_cache(maxsize=None)
+def _case(name: str):
+    sizes, seed = NETS[name]
+    w = random_weights(sizes, seed)
+    lo, hi = -np.ones(sizes[0]) * 0.8 + 0.1, np.ones(sizes[0]) * 0.8 + 0.1
+    return w, sequential(w), lo, hi, regions(w, lo, hi)
+
+
+def _oracle(name, p, q=None, target=None) -> float:
+    w, _, lo, hi, regs = _case(name)
+    best = 0.0
+    for pattern in regs:
+        J = jacobian(w, pattern)
+        if target is not None:
+            g = J.T @ target
+            best = max(best, {"linf": np.abs(g).sum(), "l1": np.abs(g).max(), "l2": np.linalg.norm(g)}[p])
+        else:
+            best = max(best, opnorm(J, p, q))
+    return float(best)
+
+
+def _assert_exact(cert, value):
+    assert cert.status == "optimal" and cert.exact, cert
+    assert cert.lower == pytest.approx(value, rel=1e-6)
+    assert cert.lower <= value * (1 + 1e-12) + 1e-12  # a replayed witness never overshoots
+    assert value <= cert.upper <= value * (1 + 1e-5) + 1e-9
+
+
+@pytest.mark.parametrize("name", sorted(NETS))
+@pytest.mark.parametrize("p", NORMS)
+@pytest.mark.parametrize("q", NORMS)
+def test_every_norm_pair_matches_region_enumeration(name, p, q):
+    w, net, lo, hi, _ = _case(name)
+    cert = certify.local_lipschitz(net, (lo + hi) / 2, (hi - lo) / 2, input_norm=p, output_norm=q)
+    _assert_exact(cert, _oracle(name, p, q))
+    assert cert.method == ("miqp" if "l2" in (p, q) else "milp")
+    # the witness is a point of the box where the reported lower bound is attained
+    assert np.all(cert.witness >= lo) and np.all(cert.witness <= hi)
+    J = net.jacobian(cert.witness)
+    assert opnorm(J, p, q) == pytest.approx(cert.lower, rel=1e-9)
+
+
+@pytest.mark.parametrize("p", NORMS)
+def test_margins_and_targets_match_region_enumeration(p):
+    w, net, lo, hi, _ = _case("b")
+    cert = certify.local_lipschitz(net, (lo + hi) / 2, (hi - lo) / 2, input_norm=p, margin=(2, 0), backend="highs" if p != "l2" else "auto")
+    _assert_exact(cert, _oracle("b", p, target=np.array([-1.0, 0.0, 1.0])))
+    c = np.array([0.3, -1.2, 0.7])
+    cert = certify.local_lipschitz(net, (lo + hi) / 2, (hi - lo) / 2, input_norm=p, target=c)
+    _assert_exact(cert, _oracle("b", p, target=c))
+
+
+@pytest.mark.parametrize("backend", ["highs", "gurobi", "cbc"])
+@pytest.mark.parametrize("formulation", ["forward", "backward"])
+@pytest.mark.parametrize("p,q", [("linf", "l1"), ("l1", "linf"), ("linf", "linf"), ("l1", "l1")])
+def test_backends_and_formulations_agree_with_enumeration(backend, formulation, p, q):
+    w, net, lo, hi, _ = _case("a")
+    cert = certify.local_lipschitz(net, (lo + hi) / 2, (hi - lo) / 2, input_norm=p, output_norm=q,
+                                   backend=backend, formulation=formulation)
+    assert cert.backend == backend
+    _assert_exact(cert, _oracle("a", p, q))
+
+
+@pytest.mark.parametrize("p,q", [("l2", "l1"), ("linf", "l2"), ("l2", "l2"), ("l2", None)])
+def test_l2_by_norm_interpolation_is_sound(p, q):
+    """Without the MIQP: sqrt(L_a L_b) with the interpolating pairs, computed here from the oracle."""
+    w, net, lo, hi, _ = _case("a")
+    c = np.array([1.0, -0.5]) if q is None else None
+    cert = certify.local_lipschitz(net, (lo + hi) / 2, (hi - lo) / 2, input_norm=p, output_norm=q or "l1",
+                                   target=c, backend="highs")
+    assert cert.method == "equivalence"
+    true = _oracle("a", p, q, target=c)
+    if c is not None:
+        pair = (_oracle("a", "l1", target=c), _oracle("a", "linf", target=c))
+    elif p == "l2" and q == "l2":
+        pair = (_oracle("a", "l1", "l1"), _oracle("a", "linf", "linf"))
+    elif p == "l2":
+        pair = (_oracle("a", "l1", q), _oracle("a", "linf", q))
+    else:
+        pair = (_oracle("a", p, "l1"), _oracle("a", p, "linf"))
+    assert cert.lower <= true * (1 + 1e-12) <= cert.upper
+    assert cert.upper == pytest.approx(np.sqrt(pair[0] * pair[1]), rel=1e-5)
+    assert cert.exact == (cert.status == "optimal")
+
+
+def _naive_product_bound(weights, p, q) -> float:
+    """||W_K||_{inf->q} prod ||W_k||_{inf->inf} ||W_0||_{p->inf} (ReLU slopes are in [0, 1])."""
+    W0 = weights[0][0]
+    val = {"linf": np.abs(W0).sum(axis=1).max(), "l1": np.abs(W0).max(), "l2": np.linalg.norm(W0, axis=1).max()}[p]
+    for W, _ in weights[1:-1]:
+        val *= np.abs(W).sum(axis=1).max()
+    return float(val * opnorm(weights[-1][0], "linf", q))
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 100_000), n=st.integers(1, 4), depth=st.integers(1, 3), width=st.integers(2, 7),
+       m=st.integers(1, 3), p=st.sampled_from(["linf", "l1"]), q=st.sampled_from(["l1", "linf"]),
+       radius=st.floats(0.05, 2.0))
+def test_sandwich_sampled_lower_upper_naive(seed, n, depth, width, m, p, q, radius):
+    w = random_weights([n] + [width] * depth + [m], seed)
+    net = sequential(w)
+    rng = np.random.default_rng(seed)
+    center = rng.uniform(-1, 1, n)
+    cert = certify.local_lipschitz(net, center, radius, input_norm=p, output_norm=q, backend="highs")
+    X = rng.uniform(center - radius, center + radius, size=(200, n))
+    sampled = max(opnorm(net.jacobian(x), p, q) for x in X)
+    naive = _naive_product_bound(w, p, q)
+    assert cert.status == "optimal"
+    assert sampled <= cert.lower * (1 + 1e-9) + 1e-12
+    assert cert.lower <= cert.upper <= naive * (1 + 1e-6) + 1e-9
+
+
+def test_tie_patterns_are_cut_only_when_provably_flat():
+    """f(x) = relu(x) - relu(-x) = x: the MILP may pick slope 1 for both ReLUs at x = 0 (a
+    Jacobian of 2 that no region realises). The true constant is 1: the witness replay never
+    claims 2, and the exact-arithmetic proof that the tie pattern's region is flat lets us cut it."""
+    net = sequential([(np.array([[1.0], [-1.0]]), np.zeros(2)), (np.array([[1.0, -1.0]]), np.zeros(1))])
+    for backend in ("highs", "gurobi", "cbc"):
+        cert = certify.local_lipschitz(net, [0.0], 1.0, backend=backend)
+        _assert_exact(cert, 1.0)
+    from solvers.regions import has_no_interior
+
+    lo, hi = np.array([-1.0]), np.array([1.0])
+    assert has_no_interior(net, [np.array([1.0, 1.0])], lo, hi)
+    assert not has_no_interior(net, [np.array([1.0, 0.0])], lo, hi)
+    assert not has_no_interior(net, [np.array([1.0, 0.0])], np.array([-1.0]), np.array([1e-12]))  # thin, not flat
+
+
+def test_zero_bounds_and_stable_networks():
+    """Pre-activation bounds exactly 0 (LipMIP crashed there) and a net with no unstable ReLU."""
+    W1 = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    b1 = np.array([1.0, -1.0, 0.0])  # over [0, 1]^2: neuron 0 active, 1 has hi = 0, 2 has lo = 0
+    W2 = np.array([[2.0, 3.0, -1.0]])
+    net = sequential([(W1, b1), (W2, np.zeros(1))])
+    # f = 2 (x0 + 1) + 0 - (x0 + x1) on the box: gradient (1, -1), l1 norm 2
+    _assert_exact(certify.local_lipschitz(net, [0.5, 0.5], 0.5, output_norm="l1"), 2.0)
+    # all stable: f = 2 (x0 + 5) - (x0 + x1 + 5), gradient (1, -1) everywhere
+    stable = sequential([(W1, np.array([5.0, -5.0, 5.0])), (W2, np.zeros(1))])
+    for p, value in (("linf", 2.0), ("l1", 1.0), ("l2", np.sqrt(2.0))):
+        cert = certify.local_lipschitz(stable, [0.5, 0.5], 0.5, input_norm=p)
+        _assert_exact(cert, value)
+        assert cert.unstable == 0
+
+
+def test_time_limit_returns_a_sound_interval():
+    net = certify.load_onnx(lipmip_suite_path(LIPMIP_SUITE[2]))
+    n = net.input_dim
+    cert = certify.local_lipschitz(net, np.full(n, 0.5), 0.5, margin=(0, 1), time_limit=0.5, backend="highs")
+    assert cert.status == "time_limit" and not cert.exact
+    rng = np.random.default_rng(1)
+    X = rng.uniform(0, 1, size=(500, n))
+    sampled = max(np.abs(net.jacobian(x)[0] - net.jacobian(x)[1]).sum() for x in X)
+    assert 0 < cert.lower <= cert.upper
+    assert sampled <= cert.upper
+    assert cert.seconds < 5.0
+
+
+def test_domain_box_call_of_the_global_helper():
+    """certify.lipschitz.global_bounds calls us with center (lo + hi) / 2, a radius just above the
+    largest half-width, domain=(lo, hi) vectors and mip_gap=None: the certified box is [lo, hi]."""
+    w, net, _, _, _ = _case("b")
+    lo, hi = np.array([-0.7, -0.2, 0.1]), np.array([0.9, 0.4, 0.5])
+    radius = float(np.max((hi - lo) / 2)) * (1 + 1e-9)
+    cert = certify.local_lipschitz(net, (lo + hi) / 2, radius, domain=(lo, hi), input_norm="l1", output_norm="l1", mip_gap=None)
+    assert np.array_equal(cert.domain_lo, lo) and np.array_equal(cert.domain_hi, hi)
+    _assert_exact(cert, exact_lipschitz(w, lo, hi, "l1", "l1"))
+    vec = certify.local_lipschitz(net, (lo + hi) / 2, (hi - lo) / 2, input_norm="l1", output_norm="l1")
+    assert vec.lower == pytest.approx(cert.lower, rel=1e-9)
