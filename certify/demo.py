@@ -35,7 +35,8 @@ def demo_import() -> None:
 
 def demo_privacy() -> None:
     from certify.cli import main
-    from certify.privacy import GaussOutput, layer_product_bound
+    from certify.lipschitz.global_bounds import global_lipschitz
+    from certify.privacy import GaussOutput
     from models import load_onnx
     from models.zoo import lipmip_suite_path
 
@@ -47,15 +48,18 @@ def demo_privacy() -> None:
     main(["chain", "--epsilon", "1", "--delta", "1e-5", "--alpha", "0.1", "--beta", "0.35"])
 
     path = lipmip_suite_path("lipmip_2-16-16-2")
-    net = load_onnx(path, check=False)
-    lip = layer_product_bound(net, "l2", "l2")
-    mech = GaussOutput(net, lip, epsilon=1.0, delta=1e-5, alpha=0.05)  # secure sampler (default): discrete Gaussian
-    cmd = ["calibrate", "gauss-output", "--epsilon", "1", "--delta", "1e-5", "--lipschitz", repr(lip.value), "--radius", "0.05"]
-    _step(f"Gauss-Output on {path.name}: l2 Lipschitz from a certified layer-product bound, alpha = 0.05", "certify " + " ".join(cmd))
+    cmd = ["calibrate", "lap-output", "--model", str(path), "--metric", "linf", "--radius", "0.05", "--epsilon", "1",
+           "--lipschitz-method", "mip", "--domain", "0,1"]
+    _step(f"Lap-Output on {path.name}: noise from the exact linf->l1 constant over the input domain [0,1]^2 (MILP)",
+          "certify " + " ".join(cmd[:2]) + f" --model {path.name} " + " ".join(cmd[4:]))
     main(cmd)
-    x = np.array([0.3, -0.2])
-    print(f"{lip.describe()}\ndeployed (secure discrete Gaussian, zCDP calibration): {mech}\n"
-          f"f(x) = {np.round(net.forward(x), 4)}, released: {np.round(mech.release(x), 4)}")
+
+    net = load_onnx(path, check=False)
+    lip = global_lipschitz(net, "lipsdp-neuron")  # validated l2 certificate
+    mech = GaussOutput(net, lip, epsilon=1.0, delta=1e-5, alpha=0.05)  # secure sampler (default): discrete Gaussian
+    x = np.array([0.3, 0.7])
+    print(f"\n== Python: Gauss-Output calibrated from a validated LipSDP-Neuron bound (L_2 <= {lip.upper:.6g})\n"
+          f"deployed: {mech}\nf(x) = {np.round(net.forward(x), 4)}, released: {np.round(mech.release(x), 4)}")
 
 
 def demo_global() -> None:

@@ -52,3 +52,19 @@ def test_model_option_refusals(cli, model_path):
                          "--radius", "0.1"), "apply to --model")
     assert_bad_input(cli("calibrate", "lap-output", "--model", model_path, "--lipschitz-method", "mip", "--epsilon", "1",
                          "--radius", "0.1", "--metric", "linf"), "--domain")
+
+
+def test_model_constant_over_a_domain_by_mip(cli, tmp_path):
+    """The exact constant over [0, 1]^n: above every sampled gradient in the box, below the global bound."""
+    path = tmp_path / "small.onnx"
+    save_onnx(random_relu_net((2, 6, 5, 3), seed=8), path)
+    base = ["calibrate", "lap-output", "--model", path, "--epsilon", "2", "--radius", "0.1", "--metric", "linf", "--json"]
+    exact = cli(*base, "--lipschitz-method", "mip", "--domain", "0,1").json()
+    glob = cli(*base).json()
+    net = load_onnx(path)
+    xs = np.random.default_rng(1).uniform(0, 1, (500, 2))
+    sampled = max(operator_norm(net.jacobian(x), "linf", "l1") for x in xs)
+    L = exact["lipschitz"]["value"]
+    assert exact["lipschitz"]["certificate"]["status"] == "optimal"
+    assert sampled <= L <= glob["lipschitz"]["value"] * (1 + 1e-12)
+    assert exact["scale"] == pytest.approx(L * 0.1 / 2, rel=1e-12)
