@@ -10,11 +10,10 @@ TORCH_PIP_ARGS ?=
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --upgrade pip >/dev/null
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install "torch==2.13.0" $(TORCH_PIP_ARGS)
-	$(BIN)/pip install -e ".[test,bench]"
+	$(BIN)/pip install -e ".[test]"
 	touch $@
 
 demo: $(VENV)/.installed
@@ -25,6 +24,11 @@ test: $(VENV)/.installed
 
 test-all: $(VENV)/.installed
 	$(BIN)/python -m pytest -q -n 2 -m ""
+
+# benchmark scripts need the plotting/notebook extras: `make bench` installs them and lists the scripts
+bench: $(VENV)/.installed
+	$(BIN)/pip install -e ".[bench]"
+	@echo "run e.g. $(BIN)/python -m benchmarks.lipschitz_milp (see benchmarks/README.md)"
 
 clean:
 	rm -rf $(VENV) build *.egg-info

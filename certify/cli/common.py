@@ -39,6 +39,16 @@ def vector_arg(spec: str, name: str, length: int | None = None) -> np.ndarray:
     return parse_vector(spec, name=name, length=length)
 
 
+def domain_arg(spec: str | None) -> tuple[float, float] | None:
+    """`--domain LO,HI` as (lo, hi) with LO < HI, or None when absent."""
+    if spec is None:
+        return None
+    bounds = parse_vector(spec, name="--domain")
+    if bounds.size != 2 or not bounds[0] < bounds[1]:
+        raise BadInput(f"--domain takes two numbers LO,HI with LO < HI, got {spec!r}")
+    return float(bounds[0]), float(bounds[1])
+
+
 def jsonable(obj: Any) -> Any:
     """Convert numpy values (and non-finite floats, as strings) to plain JSON types."""
     if isinstance(obj, dict):

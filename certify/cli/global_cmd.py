@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import BadInput
-from .common import add_json_flag, add_model_argument, console, emit, fmt, load_model
+from .common import add_json_flag, add_model_argument, console, domain_arg, emit, fmt, load_model
 
 METHOD_CHOICES = ("naive", "lipsdp-neuron", "lipsdp-layer", "eclipse-fast", "mip", "all")
 
@@ -34,24 +34,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_global)
 
 
-def _domain(spec: str | None):
-    if spec is None:
-        return None
-    parts = spec.split(",")
-    try:
-        lo, hi = (float(v) for v in parts)
-    except ValueError:
-        raise BadInput(f"--domain takes two numbers LO,HI, got {spec!r}") from None
-    return lo, hi
-
-
 def _global(args: argparse.Namespace) -> int:
     from ..lipschitz.global_bounds import global_lipschitz
 
     method = args.method.strip().lower()
     if method not in METHOD_CHOICES:
         raise BadInput(f"unknown method {args.method!r}; choose one of {', '.join(METHOD_CHOICES)}")
-    domain = _domain(args.domain)
+    domain = domain_arg(args.domain)
     net = load_model(args.model)
     result = global_lipschitz(
         net,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import add_json_flag, add_model_argument, console, emit, fmt, load_model, vector_arg
+from .common import add_json_flag, add_model_argument, console, domain_arg, emit, fmt, load_model, vector_arg
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -62,12 +62,7 @@ def _lipschitz(args: argparse.Namespace) -> int:
     radius = vector_arg(args.radius, "--radius")
     if radius.size not in (1, net.input_dim):
         raise BadInput(f"--radius has {radius.size} values; give one number or {net.input_dim}")
-    domain = None
-    if args.domain is not None:
-        bounds = vector_arg(args.domain, "--domain")
-        if bounds.size != 2:
-            raise BadInput(f"--domain must be two numbers LO,HI, got {args.domain!r}")
-        domain = (float(bounds[0]), float(bounds[1]))
+    domain = domain_arg(args.domain)
     margin = _pair(args.margin, "--margin") if args.margin else None
     target = vector_arg(args.target, "--target", net.output_dim) if args.target else None
     cert = local_lipschitz(

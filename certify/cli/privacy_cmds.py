@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import BadInput
-from .common import add_json_flag, console, emit, fmt, load_model, vector_arg
+from .common import add_json_flag, console, domain_arg, emit, fmt, load_model
 
 _MECHANISM_HELP = (
     "laplace | gaussian | logistic (a query of known sensitivity), lap-output | gauss-output | logistic-output "
@@ -92,13 +92,7 @@ def _model_lipschitz(args: argparse.Namespace):
         raise BadInput("give --model or --lipschitz/--sensitivity, not both")
     mechanism_norms(args.mechanism, args.metric)  # refuses mechanisms that take no Lipschitz constant
     net = load_model(args.model)
-    domain = None
-    if args.domain is not None:
-        lo_hi = vector_arg(args.domain, "--domain")
-        if lo_hi.size != 2 or not lo_hi[0] < lo_hi[1]:
-            raise BadInput("--domain takes two numbers LO,HI with LO < HI")
-        domain = (float(lo_hi[0]), float(lo_hi[1]))
-    return certified_lipschitz(net, args.mechanism, args.metric, args.lipschitz_method, domain)
+    return certified_lipschitz(net, args.mechanism, args.metric, args.lipschitz_method, domain_arg(args.domain))
 
 
 def _chain(args: argparse.Namespace) -> int:
