@@ -199,8 +199,10 @@ def channel_affine(t: Symbolic, scale: np.ndarray, shift: np.ndarray, op: str) -
     view[axis] = scale.size
     s, b = scale.reshape(view), shift.reshape(view)
     out = Symbolic(t.basis * s[None], t.const * s + b, t.frontier)
-    if t.conv is not None:
-        cs = t.conv
+    cs = t.conv
+    # the kernel absorbs the scale only when axis 1 is still the convolution's channel axis (a
+    # reshape may have moved it; then the structure is dropped and the dense map stays exact)
+    if cs is not None and len(shape) == 4 and tuple(shape[1:]) == tuple(cs.out_shape):
         out.conv = ConvSpec(cs.kernel * scale.reshape(-1, 1, 1, 1), cs.stride, cs.pads, cs.dilation, cs.groups, cs.in_shape, cs.out_shape)
     return out
 

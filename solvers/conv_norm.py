@@ -44,6 +44,32 @@ FINE_STEPS = 18
 CHUNK_BYTES = 64 * 2**20
 
 
+def spec_reproduces(spec: ConvSpec, weight: np.ndarray, probes: int = 2) -> bool:
+    """Does the convolution `spec` compute the dense `weight` (checked on random probes)?
+
+    The importers attach the structure; this guards the structured bound against a record that
+    no longer describes the layer's matrix (it would silently under-estimate the norm).
+    """
+    import torch
+    import torch.nn.functional as F
+
+    n_in, n_out = int(np.prod(spec.in_shape)), int(np.prod(spec.out_shape))
+    if weight.shape != (n_out, n_in) or spec.kernel.shape[0] != spec.out_shape[0]:
+        return False
+    top, left, bottom, right = spec.pads
+    x = np.random.default_rng(0).standard_normal((probes, n_in))
+    xt = F.pad(torch.from_numpy(x.reshape((probes,) + tuple(spec.in_shape))), (left, right, top, bottom))
+    try:
+        y = F.conv2d(xt, torch.from_numpy(np.asarray(spec.kernel, dtype=np.float64)), None, spec.stride, 0,
+                     spec.dilation, spec.groups).numpy().reshape(probes, -1)
+    except RuntimeError:
+        return False
+    if y.shape != (probes, n_out):
+        return False
+    scale = np.abs(x) @ np.abs(weight).T
+    return bool(np.all(np.abs(y - x @ weight.T) <= 1e-9 * scale + 1e-300))
+
+
 def _up(x: np.ndarray) -> np.ndarray:
     return np.nextafter(x, np.inf)
 

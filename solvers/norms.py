@@ -217,6 +217,8 @@ def affine_norm_upper(layer, p: str, q: str, max_enumeration: int = MAX_ENUMERAT
     W = layer.weight
     if (p, q) != ("l2", "l2") or getattr(layer, "conv", None) is None:
         return operator_norm_upper(W, p, q, max_enumeration)
-    from .conv_norm import conv_spectral_norm_upper
+    from .conv_norm import conv_spectral_norm_upper, spec_reproduces
 
+    if not spec_reproduces(layer.conv, W):  # a stale structure record must never lower the bound
+        return operator_norm_upper(W, p, q, max_enumeration)
     return min(conv_spectral_norm_upper(layer.conv), spectral_norm_upper(W))

@@ -74,3 +74,50 @@ def test_zero_kernel_and_pure_scaling():
     assert 3.0 <= conv_spectral_norm_upper(spec) <= 3.0 * (1 + 1e-12)
     zero = layer.conv.__class__(np.zeros_like(K), (1, 1), (0, 0, 0, 0), (1, 1), 1, (2, 4, 4), (2, 4, 4))
     assert conv_spectral_norm_upper(zero) == 0.0
+
+
+class _ConvThenRowNorm(torch.nn.Module):
+    """Conv2d, then a reshape that moves the channel axis, then BatchNorm1d over image rows."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 2, 3, padding=1, bias=False)
+        self.bn = torch.nn.BatchNorm1d(2)
+        with torch.no_grad():
+            self.conv.weight.zero_()
+            self.conv.weight[0, 0, 1, 1] = 1.0
+            self.bn.weight.copy_(torch.tensor([1.0, 100.0]))
+
+    def forward(self, x):
+        return self.bn(self.conv(x).reshape(2, 2, 2))
+
+
+def test_batch_norm_after_a_reshape_does_not_rescale_the_kernel():
+    """Oracle: the SVD of the dense layer the importer checked against torch (its norm is ~100)."""
+    net = from_torch(_ConvThenRowNorm().double().eval(), (1, 1, 2, 2))
+    (layer,) = net.layers
+    exact = np.linalg.norm(layer.weight, 2)
+    assert exact > 99.0
+    assert affine_norm_upper(layer, "l2", "l2") >= exact * (1 - 1e-12)
+
+
+def test_conv_flatten_batchnorm1d_imports_and_is_bounded():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3, padding=1), torch.nn.Flatten(), torch.nn.BatchNorm1d(32))
+    with torch.no_grad():
+        m[2].weight.uniform_(0.5, 50.0)
+    net = from_torch(m.double().eval(), (1, 1, 4, 4))
+    (layer,) = net.layers
+    assert affine_norm_upper(layer, "l2", "l2") >= np.linalg.norm(layer.weight, 2) * (1 - 1e-12)
+
+
+def test_a_stale_structure_record_is_ignored():
+    """A ConvSpec that does not compute the layer's matrix must not be used for the bound."""
+    from dataclasses import replace
+
+    from models.ir import Affine
+
+    layer = _conv_layer(2, 3, 3, (5, 5), seed=1, padding=1)
+    wrong = replace(layer.conv, kernel=layer.conv.kernel * 0.01)
+    stale = Affine(layer.weight, layer.bias, conv=wrong)
+    assert affine_norm_upper(stale, "l2", "l2") >= np.linalg.norm(layer.weight, 2) * (1 - 1e-12)
