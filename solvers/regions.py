@@ -50,9 +50,11 @@ def _region_lp(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi: np.n
         if np.any(flat & (sign * c0 < 0)):
             empty = True  # a neuron constant over the region with the wrong sign
         keep = scale > 0  # z == 0 on the whole region constrains nothing
-        # sign * (G xi + c0) >= t * scale   <=>   -sign*G xi + scale t <= sign*c0
-        rows.append(np.hstack([-(sign[keep, None] * G[keep]), scale[keep, None]]))
-        rhs.append(sign[keep] * c0[keep])
+        # sign * (G xi + c0) >= t * scale   <=>   -sign*G xi / scale + t <= sign*c0 / scale
+        # (rows normalised by scale, so that the LP's duals are accurate enough for the exact check)
+        sk = scale[keep, None]
+        rows.append(np.hstack([-(sign[keep, None] * G[keep]) / sk, np.ones_like(sk)]))
+        rhs.append(sign[keep] * c0[keep] / sk[:, 0])
         M, d = s[:, None] * Mz, s * dz
     box = np.vstack([np.hstack([-np.eye(n), np.ones((n, 1))]), np.hstack([np.eye(n), np.ones((n, 1))])])
     A = np.vstack(rows + [box])
@@ -97,11 +99,10 @@ def has_no_interior(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi:
     res = _solve(lp)
     if res.status != 0 or res.x[-1] > 1e-9:
         return False
-    y = -np.asarray(res.ineqlin.marginals, dtype=np.float64)
-    support = np.flatnonzero(y > 1e-9 * max(1.0, float(np.max(y))))
+    y = np.maximum(-np.asarray(res.ineqlin.marginals, dtype=np.float64), 0.0)
     blocks = relu_blocks(net)
     work = sum(b.weight.size for b in blocks[:-1]) * lo.size
-    if support.size == 0 or work > EXACT_WORK_LIMIT:
+    if not np.any(y > 0) or work > EXACT_WORK_LIMIT:
         return False
     data = _exact_region_rows(net, pattern, lo, hi)
     if data is None:
@@ -109,10 +110,31 @@ def has_no_interior(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi:
     A, b = data  # exact rows of  A [xi; t] <= b, same order as the float LP
     if A.shape[0] != lp.A_ub.shape[0]:
         return False
-    y_exact = _exact_dual(A[support], y[support])
-    if y_exact is None or any(v < 0 for v in y_exact):
-        return False
-    return sum((yi * bi for yi, bi in zip(y_exact, b[support])), Fraction(0)) <= 0
+    return _farkas_bound(A, b, y, lo.size) <= 0
+
+
+def _farkas_bound(A: np.ndarray, b: np.ndarray, y_float: np.ndarray, n: int) -> Fraction:
+    """An exact upper bound on max t over {A [xi; t] <= b} from approximate multipliers y >= 0.
+
+    For y >= 0 with A^T y = e_t, every feasible point has t = y^T A [xi; t] <= y^T b. The float
+    y only nearly cancels the xi columns; the exact residual r is cancelled with the box rows
+    (-e_k + e_t <= 0 and e_k + e_t <= 1, the last 2n rows), which keeps y >= 0, and the result
+    is normalised by its t column. Returns +inf (as a large Fraction) when that column is not positive.
+    """
+    y = [Fraction(float(v)) for v in y_float]
+    cols = [sum((yi * A[i, j] for i, yi in enumerate(y) if yi), Fraction(0)) for j in range(n + 1)]
+    value = sum((yi * b[i] for i, yi in enumerate(y) if yi), Fraction(0))
+    t_col = cols[n]
+    for k in range(n):
+        r = cols[k]
+        if r > 0:  # add r * (lower box row k): -r e_k + r e_t <= 0
+            t_col += r
+        elif r < 0:  # add |r| * (upper box row k): |r| e_k + |r| e_t <= |r|
+            t_col -= r
+            value -= r
+    if t_col <= 0:
+        return Fraction(10**18)
+    return value / t_col
 
 
 def _exact_region_rows(net: Network, pattern, lo, hi):
@@ -134,8 +156,10 @@ def _exact_region_rows(net: Network, pattern, lo, hi):
             if scale == 0:
                 continue  # z == 0 on the whole region: no constraint (matches the float LP)
             sign = 1 if s[i] > 0.5 else -1
-            rows.append([-sign * g for g in G[i]] + [Fraction(float(scale))])
-            rhs.append(sign * c0[i])
+            # the float LP's normalisation, exactly (any positive row scaling keeps the region)
+            sc = Fraction(float(scale))
+            rows.append([-sign * g / sc for g in G[i]] + [Fraction(1)])
+            rhs.append(sign * c0[i] / sc)
         sv = np.array([Fraction(int(v > 0.5)) for v in s], dtype=object)
         M, d = sv[:, None] * Mz, sv * dz
     for k in range(n):
@@ -149,37 +173,6 @@ def _exact_region_rows(net: Network, pattern, lo, hi):
         rows.append(e)
         rhs.append(Fraction(1))
     return np.array(rows, dtype=object), np.array(rhs, dtype=object)
-
-
-def _exact_dual(A_s: np.ndarray, y_float: np.ndarray) -> list[Fraction] | None:
-    """Exact y >= 0 (hopefully) with A_s^T y = (0, ..., 0, 1): the t-column sums to 1, the xi
-    columns cancel. Free unknowns keep their float values; pivots are solved exactly."""
-    m, k = A_s.shape  # k = n + 1 equations, m unknowns
-    aug = [[A_s[i, j] for i in range(m)] + [Fraction(int(j == k - 1))] for j in range(k)]
-    pivots = []
-    r = 0
-    for col in range(m):
-        piv = next((i for i in range(r, k) if aug[i][col] != 0), None)
-        if piv is None:
-            continue
-        aug[r], aug[piv] = aug[piv], aug[r]
-        inv = 1 / aug[r][col]
-        aug[r] = [v * inv for v in aug[r]]
-        for i in range(k):
-            if i != r and aug[i][col] != 0:
-                f = aug[i][col]
-                aug[i] = [a - f * b for a, b in zip(aug[i], aug[r])]
-        pivots.append(col)
-        r += 1
-        if r == k:
-            break
-    if any(all(v == 0 for v in row[:m]) and row[m] != 0 for row in aug):
-        return None  # inconsistent: the float support was wrong
-    y = [Fraction(float(v)) for v in y_float]
-    for row_i, col in enumerate(pivots):
-        rest = sum((aug[row_i][j] * y[j] for j in range(m) if j not in pivots), Fraction(0))
-        y[col] = aug[row_i][m] - rest
-    return y
 
 
 def _exact_constant_violation(net: Network, pattern, lo, hi) -> bool:

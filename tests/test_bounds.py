@@ -142,14 +142,19 @@ def test_lp_tightened_pass_bounds_hold_for_every_region(seed):
     net = sequential(w)
     lo, hi = -np.ones(2), np.ones(2)
     nb = network_bounds(net, lo, hi, "lp")
-    tight = build_lipschitz_milp(net, nb, "linf", "l1", pass_bounds="lp").pass_bounds
+    milp = build_lipschitz_milp(net, nb, "linf", "l1", pass_bounds="lp")
+    tight = milp.pass_bounds
     loose = build_lipschitz_milp(net, nb, "linf", "l1", pass_bounds="interval").pass_bounds
     for j in range(len(tight.t_lo)):
         assert np.all(tight.t_lo[j] >= loose.t_lo[j]) and np.all(tight.t_hi[j] <= loose.t_hi[j])
+    # the MILP encodes the net with hidden neurons rescaled by powers of two: the same function
+    scaled = [(b.weight, b.bias) for b in milp.blocks]
+    X = np.random.default_rng(seed).uniform(lo, hi, (50, 2))
+    assert np.allclose(sequential(scaled).forward(X), net.forward(X), rtol=1e-12, atol=1e-12)
     for pattern in regions(w, lo, hi):
         for signs in product((-1.0, 1.0), repeat=1):
-            t = w[0][0] @ np.r_[1.0, signs]
+            t = scaled[0][0] @ np.r_[1.0, signs]
             for j, s in enumerate(pattern):
                 assert np.all(t >= tight.t_lo[j] - 1e-12) and np.all(t <= tight.t_hi[j] + 1e-12), j
-                t = w[j + 1][0] @ (s * t)
+                t = scaled[j + 1][0] @ (s * t)
             assert np.all(t >= tight.out_lo - 1e-12) and np.all(t <= tight.out_hi + 1e-12)

@@ -41,6 +41,7 @@ from .jacobian import VectorSetEncoding, encode_switched_pass, encode_vector_set
 from .model import MilpBuilder, MilpModel
 from .norm_objective import NormObjective, encode_norm_objective
 from .relu import ForwardEncoding, encode_relu_network
+from .scaling import scale_hidden_neurons
 
 FORMULATIONS: tuple[str, ...] = ("forward", "backward")
 BALL_EXTREMES = {"linf": "signs", "l1": "onehot", "l2": "ball"}  # extreme points of the unit ball
@@ -148,10 +149,10 @@ def build_lipschitz_milp(
 
 
 def _build(net, bounds, input_norm, output_norm, target, formulation, pb: SwitchedPassBounds | None) -> LipschitzMilp:
-    blocks = relu_blocks(net)
+    blocks, pre_lo, pre_hi = scale_hidden_neurons(relu_blocks(net), bounds.pre_lo, bounds.pre_hi)
     weights = [b.weight for b in blocks]
     builder = MilpBuilder()
-    fwd = encode_relu_network(builder, blocks, bounds.lo, bounds.hi, bounds.pre_lo, bounds.pre_hi, "bigm", layers=len(blocks) - 1)
+    fwd = encode_relu_network(builder, blocks, bounds.lo, bounds.hi, pre_lo, pre_hi, "bigm", layers=len(blocks) - 1)
     if formulation == "forward":
         if target is not None:
             weights[-1] = target[None, :] @ weights[-1]

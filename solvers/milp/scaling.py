@@ -1,0 +1,58 @@
+"""Exact power-of-two rescaling of hidden neurons, so that big-M constants are of order one.
+
+ReLU is positively homogeneous: relu(2^e z) = 2^e relu(z). Scaling row i of A_j (and its bias and
+the bounds of z_j) by 2^{e_i} and column i of A_{j+1} by 2^{-e_i} leaves the network function and
+its Jacobian unchanged, and in binary floating point the scaled numbers are exact (no rounding)
+unless they leave the normal range, which is checked. With e_i = -round(log2 max(|l_i|, |u_i|)),
+every pre-activation bound lies in [1/2, 2] in magnitude, so the big-M rows of badly scaled
+networks (weights 1e6 next to 1e-6, or inputs in [-1000, 1000]) no longer let a solver's 1e-9
+feasibility and integrality tolerances move z by whole units (which changed the optimum).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from models.ir import Affine
+
+
+def _exponents(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    m = np.maximum(np.abs(lo), np.abs(hi))
+    e = np.zeros(m.shape, dtype=np.int64)
+    ok = np.isfinite(m) & (m > 0)
+    e[ok] = -np.round(np.log2(m[ok])).astype(np.int64)
+    return e
+
+
+def _exact_ldexp(a: np.ndarray, e: np.ndarray) -> np.ndarray | None:
+    """a * 2^e, or None if any entry would round (overflow or subnormal result)."""
+    out = np.ldexp(a, e)
+    if np.all(np.isfinite(out)) and np.array_equal(np.ldexp(out, -e), a):
+        return out
+    return None
+
+
+def scale_hidden_neurons(
+    blocks: list[Affine], pre_lo: list[np.ndarray], pre_hi: list[np.ndarray]
+) -> tuple[list[Affine], list[np.ndarray], list[np.ndarray]]:
+    """The same network with every hidden neuron rescaled by a power of two (see module doc).
+
+    Returns the original blocks and bounds unchanged if any scaled number would not be exact.
+    """
+    exps = [_exponents(l, u) for l, u in zip(pre_lo, pre_hi)]
+    if not any(np.any(e) for e in exps):
+        return blocks, pre_lo, pre_hi
+    new_blocks: list[Affine] = []
+    for k, blk in enumerate(blocks):
+        row = exps[k] if k < len(exps) else np.zeros(blk.out_dim, dtype=np.int64)
+        col = exps[k - 1] if k >= 1 else np.zeros(blk.in_dim, dtype=np.int64)
+        w = _exact_ldexp(blk.weight, row[:, None] - col[None, :])
+        b = _exact_ldexp(blk.bias, row)
+        if w is None or b is None:
+            return blocks, pre_lo, pre_hi
+        new_blocks.append(Affine(w, b))
+    lo = [_exact_ldexp(l, e) for l, e in zip(pre_lo, exps)]
+    hi = [_exact_ldexp(u, e) for u, e in zip(pre_hi, exps)]
+    if any(v is None for v in lo + hi):
+        return blocks, pre_lo, pre_hi
+    return new_blocks, lo, hi  # type: ignore[return-value]
