@@ -265,23 +265,56 @@ class Network:
 
         The result alternates Affine and ReLU (starting with Affine); conv structure of merged
         layers is dropped. An identity affine is inserted where a ReLU has no affine before it.
+        The float64 products are rounded: `fusion_error` bounds how much.
         """
+        if getattr(self, "_fused", None) is None:
+            self._fused, self._fusion_error = self._fuse()
+        return self._fused
+
+    def fusion_error(self) -> float:
+        """Largest relative rounding error of a fused row: a bound on |fl(row) - row|_1 over
+        |fl(row)|_1, weights and bias together (0 when no two affine layers are adjacent)."""
+        self.fused()
+        return self._fusion_error
+
+    def _fuse(self) -> tuple["Network", float]:
+        u = 2.0**-53
         out: list[Layer] = []
         pending: Affine | None = None
+        err_w = err_b = None  # entrywise bounds on the rounding error of the pending product
+        worst = 0.0
+
+        def close() -> float:
+            if err_w is None:
+                return 0.0
+            size = np.abs(pending.weight).sum(axis=1) + np.abs(pending.bias)
+            err = err_w.sum(axis=1) + err_b
+            with np.errstate(divide="ignore", invalid="ignore"):
+                rel = np.where(err > 0, err / size, 0.0)
+            return float(np.max(rel, initial=0.0))
+
         for layer in self.layers:
             if isinstance(layer, Affine):
                 if pending is None:
                     pending = layer
                 else:
+                    L, k = np.abs(layer.weight), layer.in_dim + 2
+                    g = k * u / (1.0 - k * u)
+                    prev_w = np.zeros_like(pending.weight) if err_w is None else err_w
+                    prev_b = np.zeros_like(pending.bias) if err_b is None else err_b
+                    err_w = L @ prev_w + g * (L @ np.abs(pending.weight))
+                    err_b = L @ prev_b + g * (L @ np.abs(pending.bias) + np.abs(layer.bias))
                     pending = Affine(layer.weight @ pending.weight, layer.weight @ pending.bias + layer.bias)
             else:
                 if pending is None:
                     pending = Affine(np.eye(layer.size), np.zeros(layer.size))
+                worst = max(worst, close())
                 out.extend([pending, layer])
-                pending = None
+                pending, err_w, err_b = None, None, None
         if pending is not None:
+            worst = max(worst, close())
             out.append(pending)
-        return Network(out, self.input_shape, self.output_shape, self.name)
+        return Network(out, self.input_shape, self.output_shape, self.name), worst
 
     def affine_blocks(self) -> tuple[list[Affine], bool]:
         """Affine maps of the fused network and whether the network ends with a ReLU.

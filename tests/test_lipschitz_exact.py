@@ -202,3 +202,62 @@ def test_badly_scaled_layers_keep_the_interval_sound(backend):
     assert cert.lower <= value * (1 + 1e-9) and value * (1 - 1e-9) <= cert.upper
     if backend != "gurobi":  # Gurobi may stop at an unreplayable tie pattern (open_gap, still sound)
         _assert_exact(cert, value)
+
+
+def test_dead_and_doubled_relus_still_give_a_replayed_witness():
+    """A neuron with a zero row and bias (z == 0 everywhere) and a ReLU applied twice must not block
+    the witness replay. Oracle: region enumeration on the same net without the dead neuron."""
+    from models.ir import Affine, Network, ReLU
+
+    w = random_weights([3, 5, 4, 2], 11)
+    (w1, b1), (w2, b2), (w3, b3) = w
+    dead = [(np.vstack([w1, np.zeros((1, 3))]), np.r_[b1, 0.0]), (np.hstack([w2, np.ones((4, 1))]), b2), (w3, b3)]
+    layers = [Affine(*dead[0]), ReLU(6), ReLU(6), Affine(*dead[1]), ReLU(4), Affine(*dead[2])]
+    net = Network(layers)
+    lo, hi = -np.ones(3), np.ones(3)
+    for p, q in [("linf", "l1"), ("l1", "linf")]:
+        cert = certify.local_lipschitz(net, np.zeros(3), 1.0, input_norm=p, output_norm=q, backend="highs")
+        _assert_exact(cert, exact_lipschitz(w, lo, hi, p, q))
+
+
+def test_cancelling_adjacent_affine_layers_are_refused():
+    """[x, x, x] -> 1e16 h0 + 3 h1 - 1e16 h2 is 3x exactly, but 4x once multiplied out in float64."""
+    from models.errors import ModelError
+    from models.ir import Affine, Network, ReLU
+
+    spread = Affine(np.ones((3, 1)), np.zeros(3))
+    cancel = Affine(np.array([[1e16, 3.0, -1e16]]), np.zeros(1))
+    net = Network([spread, cancel, ReLU(1), Affine(np.eye(1), np.zeros(1))])
+    with pytest.raises(ModelError, match="cancel"):
+        certify.local_lipschitz(net, [1.0], 0.5)
+    benign = Network([spread, Affine(np.array([[0.5, 3.0, -0.25]]), np.zeros(1)), ReLU(1), Affine(np.eye(1), np.zeros(1))])
+    assert certify.local_lipschitz(benign, [1.0], 0.5).lower == pytest.approx(3.25, rel=1e-12)
+
+
+def test_an_interval_held_open_by_the_tolerance_allowance_is_not_called_exact():
+    """f = 1e6 relu(x) - 1e6 relu(x) + 1e-4 relu(x + 0.1): the constant is 1e-4 (closed form), but
+    the objective's interval bound is ~1e6, so the solver-tolerance allowance dominates."""
+    net = sequential([(np.ones((3, 1)), np.array([0.0, 0.0, 0.1])), (np.array([[1e6, -1e6, 1e-4]]), np.zeros(1))])
+    for backend in ("highs", "gurobi"):
+        cert = certify.local_lipschitz(net, [0.0], 1.0, backend=backend)
+        assert cert.lower <= 1e-4 * (1 + 1e-12) and 1e-4 <= cert.upper
+        if cert.exact or cert.status == "optimal":
+            assert cert.upper <= 1e-4 * (1 + 1e-5)
+
+
+def test_a_neuron_zero_up_to_rounding_is_not_scaled_out_of_the_solver_range():
+    """relu(2 x_1) with x_1 <= 0 on the box has bounds ~1e-16 from the rounding allowance: the
+    power-of-two rescaling must not give it 1e15 coefficients (HiGHS rejected the model and its
+    empty-model 'bound' 0 was taken as the answer). Oracle: region enumeration (the doubled ReLU
+    written as an identity layer)."""
+    from models.ir import Affine, Network, ReLU
+
+    W0, b0 = np.array([[0.0, 2.0], [1.0, -2.0], [-1.0, 2.0]]), np.array([0.0, -1.0, 1.0])
+    W1 = np.array([[-1.735, 0.329, -0.264], [1.735, -0.329, 0.264]])
+    b1 = np.array([0.798, -0.798])
+    W2, b2 = np.array([[0.757, -0.120], [-0.217, 0.289]]), np.zeros(2)
+    net = Network([Affine(W0, b0), ReLU(3), ReLU(3), Affine(W1, b1), ReLU(2), Affine(W2, b2)])
+    lo, hi = np.array([-0.2, -0.2]), np.array([0.7, 0.0])
+    value = exact_lipschitz([(W0, b0), (np.eye(3), np.zeros(3)), (W1, b1), (W2, b2)], lo, hi, "linf", "l1")
+    cert = certify.local_lipschitz(net, [0.0, -1.0], 1.0, domain=(-0.2, 0.7), backend="highs", bounds="symbolic")
+    _assert_exact(cert, value)

@@ -153,7 +153,7 @@ def local_lipschitz(
                     if val > lower or best_point is None:
                         lower, best_point, best_direction = val, pt, hint
                     sub_lower = max(sub_lower, val if pair == (p, q) else norm_lower(pt, pair[0], pair[1], c))
-            if (out.status != "optimal" or x is None or _closed(sub_lower, out.upper, mip_gap, [out])
+            if (out.status != "optimal" or x is None or _closed(sub_lower, out.upper, mip_gap)
                     or cuts >= MAX_CUTS or milp.forward.num_binaries == 0):
                 break
             # the optimum has no replayable witness: if its activation pattern provably has no
@@ -178,12 +178,16 @@ def local_lipschitz(
         status = "time_limit"
     elif not solved:
         status = "interrupted"
-    elif _closed(lower, upper, mip_gap, outcomes):
+    elif _closed(lower, upper, mip_gap):
         status = "optimal"
     else:
         status = "open_gap"
+        raw = [o.milp.to_lipschitz(o.result.bound) for o in outcomes if o.result is not None and o.result.bound is not None]
         if method == "equivalence":
             notes.append("l2 norm bounded by norm interpolation (sound, not exact)")
+        elif len(raw) == 1 and _closed(lower, max(raw[0], lower), mip_gap):
+            notes.append("the solver closed its gap, but the allowance for its tolerances (sized by the objective's "
+                         "interval bound, far above the constant here) keeps the interval open")
         else:
             notes.append("the solver's optimum has no replayable witness (degenerate activation pattern)")
     backends = sorted({o.result.backend for o in outcomes if o.result is not None}) or ["none"]
@@ -191,7 +195,7 @@ def local_lipschitz(
         lower=float(lower),
         upper=float(upper),
         status=status,
-        exact=status == "optimal",
+        exact=status == "optimal" and _closed(lower, upper, DEFAULT_MIP_GAP),
         backend="+".join(backends),
         seconds=time.perf_counter() - t_start,
         witness=None if best_point is None else best_point.x,
@@ -311,14 +315,22 @@ def _solve(milp: LipschitzMilp, pair, backend: str, remaining: float | None, opt
     choice = choose_backend(backend, milp.model)
     opts = SolveOptions(time_limit=remaining, feasibility_tol=SOLVER_TOLERANCE, integrality_tol=SOLVER_TOLERANCE, **options)
     res = choice.backend.solve(milp.model, opts)
+    notes = list(choice.notes)
+    if res.status in ("infeasible", "unbounded") and res.backend == "cbc":
+        # the MILP is always feasible (any box point with its pattern); CBC 2.10 sometimes says otherwise
+        notes.append(f"CBC wrongly reported the feasible MILP {res.status}; its answer is discarded "
+                     "(upper bound from interval arithmetic; use --backend highs)")
+        return _Outcome(pair, milp, None, naive, "interrupted", notes)
     if res.status in ("infeasible", "unbounded"):
         raise RuntimeError(f"internal error: the Lipschitz MILP was reported {res.status} by {res.backend} ({res.message})")
+    if res.status == "error":
+        notes.append(f"the solver failed ({res.message}); upper bound from interval arithmetic")
     upper = naive
-    if res.bound is not None:
+    if res.bound is not None and res.status in ("optimal", "time_limit", "interrupted"):
         widened = res.bound + WIDEN_REL * abs(res.bound) + _abs_widening(milp)
         upper = min(naive, milp.to_lipschitz(widened))
     status = res.status if res.status in ("optimal", "time_limit") else "interrupted"
-    return _Outcome(pair, milp, res, upper, status, list(choice.notes))
+    return _Outcome(pair, milp, res, upper, status, notes)
 
 
 def _warm_start(milp: LipschitzMilp, point: DifferentiablePoint | None, pair, c) -> np.ndarray | None:
@@ -333,10 +345,13 @@ def _abs_widening(milp: LipschitzMilp) -> float:
     return WIDEN_ABS * (layers + 1) * SOLVER_TOLERANCE * milp.objective.naive_upper
 
 
-def _closed(lower: float, upper: float, mip_gap: float, outcomes: list[_Outcome]) -> bool:
-    """Do lower and upper meet up to the MIP gap, our widening and solver round-off (1e-7)?"""
-    widening = sum(WIDEN_REL * abs(upper) + _abs_widening(o.milp) for o in outcomes)
-    return upper - lower <= 1.5 * max(mip_gap, 1e-7) * abs(upper) + widening + 1e-12
+def _closed(lower: float, upper: float, mip_gap: float) -> bool:
+    """Do lower and the (widened) upper bound meet up to the MIP gap (at least 1e-7, round-off)?
+
+    The widening is not forgiven: when it dominates (an objective whose interval bound is orders
+    of magnitude above the constant) the interval is reported open, as it is.
+    """
+    return upper - lower <= 1.5 * max(mip_gap, 1e-7) * abs(upper) + 1e-12
 
 
 def _check_solver_point(net: Network, nb, milp: LipschitzMilp, v: np.ndarray) -> None:

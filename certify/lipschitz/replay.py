@@ -51,7 +51,10 @@ def differentiable_point(net: Network, x: np.ndarray) -> DifferentiablePoint | N
         if j == len(blocks) - 1:
             break
         # |computed z - exact z| <= gamma(chain) * 2^j * mag (each ReLU layer may double the bound)
-        if np.any(np.abs(z) <= 4.0 * 2.0**j * gamma(chain) * mag + 1e-300):
+        # mag == 0 with a zero Jacobian row: z is exactly 0 on a neighbourhood (upstream signs are
+        # certain), so relu(z) == 0 there whichever slope is chosen (a dead or doubled ReLU)
+        flat = (mag == 0) & ~np.any(Jabs, axis=1)
+        if np.any((np.abs(z) <= 4.0 * 2.0**j * gamma(chain) * mag + 1e-300) & ~flat):
             return None
         s = (z > 0).astype(np.float64)
         pattern.append(s)

@@ -55,15 +55,20 @@ class SafeLp:
     def __init__(self, model) -> None:
         from dataclasses import replace
 
-        from ..milp.highs import HighsBackend
+        from ..milp.highs import HighsBackend, HighsRejected
 
         self.model = replace(model, integer=np.zeros(model.num_vars, dtype=bool), q_obj=None, q_constraints=(), obj_offset=0.0)
-        self.highs = HighsBackend().highs_instance(self.model)
+        try:
+            self.highs = HighsBackend().highs_instance(self.model)
+        except HighsRejected:
+            self.highs = None  # every bound is then +inf: nothing is tightened
         self.cols = np.arange(self.model.num_vars, dtype=np.int32)
         self.solves = 0
 
     def upper(self, coef: np.ndarray, const: float = 0.0) -> float:
         m = self.model
+        if self.highs is None:
+            return float("inf")
         self.highs.changeColsCost(m.num_vars, self.cols, np.asarray(coef, dtype=np.float64))
         self.highs.changeObjectiveSense(self._max_sense())
         self.highs.run()

@@ -6,9 +6,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from models.errors import ModelError
 from models.ir import Affine, Network
 
 INACTIVE, UNSTABLE, ACTIVE = -1, 0, 1
+# runs of adjacent affine layers are multiplied out in float64; a relative rounding error above
+# this (catastrophic cancellation) is refused rather than absorbed into the certificate
+FUSION_TOLERANCE = 1e-12
 
 
 def relu_blocks(net: Network) -> list[Affine]:
@@ -17,6 +21,12 @@ def relu_blocks(net: Network) -> list[Affine]:
     A ReLU follows every map except the last; a net ending with a ReLU gets an identity last map.
     ReLU layer j is the one applied to the output of A_j, so `net.preactivations(x)[j]` is z_j.
     """
+    err = net.fusion_error()
+    if err > FUSION_TOLERANCE:
+        raise ModelError(
+            f"consecutive affine layers of the model cancel in float64 (their product has a relative rounding "
+            f"error up to {err:.1e}), so no exact certificate can be built on it; fold those layers in higher "
+            "precision, or remove the cancellation, before certifying")
     blocks, _ = net.affine_blocks()
     return blocks
 

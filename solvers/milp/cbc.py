@@ -70,7 +70,8 @@ class CbcBackend:
             cat = pulp.LpInteger if model.integer[k] else pulp.LpContinuous
             xs.append(prob.add_variable(f"v{k}", lowBound=lo, upBound=hi, cat=cat))
         nz = np.flatnonzero(model.obj)
-        prob += pulp.LpAffineExpression([(xs[k], float(model.obj[k])) for k in nz], constant=float(model.obj_offset))
+        scale = _objective_scale(model)
+        prob += pulp.LpAffineExpression([(xs[k], float(np.ldexp(model.obj[k], scale))) for k in nz])
         A = model.A.tocsr()
         for i in range(model.num_rows):
             cols = A.indices[A.indptr[i]:A.indptr[i + 1]]
@@ -84,9 +85,6 @@ class CbcBackend:
                 prob += pulp.LpConstraint(expr, pulp.LpConstraintLE, rhs=float(hi), name=f"r{i}u")
             if np.isfinite(lo):
                 prob += pulp.LpConstraint(expr, pulp.LpConstraintGE, rhs=float(lo), name=f"r{i}l")
-        if options.start is not None:
-            for var, val in zip(xs, np.asarray(options.start, dtype=np.float64)):
-                var.setInitialValue(float(val))
         with tempfile.TemporaryDirectory(prefix="certify-cbc-") as tmp:
             log = os.path.join(tmp, "cbc.log")
             solver = pulp.COIN_CMD(
@@ -94,10 +92,12 @@ class CbcBackend:
                 msg=False,
                 timeLimit=None if options.time_limit is None else max(float(options.time_limit), 0.01),
                 gapRel=float(options.mip_gap),
-                gapAbs=float(options.abs_gap),
+                gapAbs=float(np.ldexp(options.abs_gap, scale)),
                 threads=int(options.threads),
                 logPath=log,
-                warmStart=options.start is not None,
+                # no MIP start: CBC 2.10 can return a start as optimal below its own root bound
+                # (coin-or/Cbc#449, #670) or call a feasible model infeasible after it
+                warmStart=False,
                 options=[f"primalTolerance {max(options.feasibility_tol, 1e-10):g}",
                          f"integerTolerance {max(options.integrality_tol, 1e-10):g}"],
             )
@@ -106,9 +106,10 @@ class CbcBackend:
             except pulp.PulpSolverError as exc:
                 return MilpResult("error", None, None, None, 0, time.perf_counter() - t0, self.name, None, f"CBC failed: {exc}")
             text = open(log).read() if os.path.exists(log) else ""
-        return self.invert(prob, xs, model, text, options, time.perf_counter() - t0)
+        return self.invert(prob, xs, model, text, options, time.perf_counter() - t0, scale)
 
-    def invert(self, prob, xs, model: MilpModel, log: str, options: SolveOptions, seconds: float) -> MilpResult:
+    def invert(self, prob, xs, model: MilpModel, log: str, options: SolveOptions, seconds: float, scale: int = 0) -> MilpResult:
+        """Read CBC's result; its log prints the objective scaled by 2^scale (see `_objective_scale`)."""
         import pulp
 
         result = _RESULT.search(log)
@@ -129,17 +130,19 @@ class CbcBackend:
         has_sol = prob.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible) and all(v is not None for v in values)
         x = np.asarray(values, dtype=np.float64) if has_sol else None
         objective = model.objective_value(x) if has_sol else None
-        bound_re = _UPPER if model.sense == "max" else _LOWER
-        b = bound_re.search(log)
-        bound: float | None = float(b.group(1)) + model.obj_offset if b else None
+        sign = 1.0 if model.sense == "max" else -1.0
+        unscale = lambda v: float(np.ldexp(v, -scale)) + model.obj_offset  # noqa: E731
+        b = (_UPPER if model.sense == "max" else _LOWER).search(log)
+        # the log prints the bound with 3 decimals (rounded to nearest): half a unit more is safe
+        bound: float | None = unscale(float(b.group(1)) + sign * 5e-4) if b else None
         if bound is None and status == "optimal" and objective is not None:
             # CBC stopped within the gap of *its* incumbent value, printed with 8 decimals; the
             # solution file is rounded too, so start from the less favourable of the two
             logged = _OBJ.search(log)
-            base = objective if not logged else float(logged.group(1)) + model.obj_offset
+            base = objective if not logged else unscale(float(logged.group(1)) + sign * 5e-9)
             base = max(base, objective) if model.sense == "max" else min(base, objective)
-            slack = max(options.abs_gap, options.mip_gap * abs(base)) + 1e-8
-            bound = base + slack if model.sense == "max" else base - slack
+            slack = max(options.abs_gap, options.mip_gap * abs(base)) + float(np.ldexp(1e-8, -scale))
+            bound = base + sign * slack
         if bound is not None and not np.isfinite(bound):
             bound = None
         n = _NODES.search(log)
@@ -148,3 +151,16 @@ class CbcBackend:
         if bound is not None and objective is not None:
             gap = abs(bound - objective) / max(abs(objective), 1e-10)
         return MilpResult(status, objective, bound, x, nodes, seconds, self.name, gap, f"CBC: {line or 'no result line'}")
+
+
+def _objective_scale(model: MilpModel) -> int:
+    """k such that 2^k times the objective's magnitude over the variable box is about 1e6.
+
+    CBC prints bounds with 3 decimals and objectives with 8: scaling the objective by an exact
+    power of two makes those digits worth ~5e-10 relative instead of an absolute 5e-4.
+    """
+    lo, hi = np.nan_to_num(model.col_lo, posinf=0.0, neginf=0.0), np.nan_to_num(model.col_hi, posinf=0.0, neginf=0.0)
+    mag = float(np.abs(model.obj) @ np.maximum(np.abs(lo), np.abs(hi)))
+    if not np.isfinite(mag) or mag <= 0:
+        return 0
+    return int(np.clip(np.round(np.log2(1e6 / mag)), -200, 200))

@@ -50,6 +50,10 @@ def new_highs():
     return h
 
 
+class HighsRejected(RuntimeError):
+    """HiGHS refused the model at passModel."""
+
+
 class HighsBackend:
     name = "highs"
 
@@ -115,13 +119,18 @@ class HighsBackend:
         lp.a_matrix_.num_row_ = model.num_rows
         if model.num_integers:
             lp.integrality_ = [hp.HighsVarType.kInteger if i else hp.HighsVarType.kContinuous for i in model.integer]
-        h.passModel(lp)
+        if h.passModel(lp) == hp.HighsStatus.kError:
+            # e.g. a coefficient >= 1e15: HiGHS would otherwise solve an empty model
+            raise HighsRejected("HiGHS rejected the model (a coefficient or bound out of its range)")
         return h
 
     def solve(self, model: MilpModel, options: SolveOptions) -> MilpResult:
         hp = self.import_solver()
         t0 = time.perf_counter()
-        h = self.highs_instance(model, options)
+        try:
+            h = self.highs_instance(model, options)
+        except HighsRejected as exc:
+            return MilpResult("error", None, None, None, 0, time.perf_counter() - t0, self.name, None, str(exc))
         if options.time_limit is not None:
             h.setOptionValue("time_limit", float(max(options.time_limit, 1e-3)))
         h.setOptionValue("mip_rel_gap", float(options.mip_gap))
@@ -146,7 +155,10 @@ class HighsBackend:
         has_sol = info.primal_solution_status == hp.kSolutionStatusFeasible
         x = np.asarray(h.getSolution().col_value, dtype=np.float64) if has_sol else None
         objective = float(info.objective_function_value) if has_sol else None
-        if model.num_integers:
+        if status not in ("optimal", "time_limit", "interrupted"):
+            bound = None  # no solve took place (or it failed): HiGHS's info fields mean nothing
+            nodes = 0
+        elif model.num_integers:
             bound = float(info.mip_dual_bound)
             nodes = int(info.mip_node_count)
         else:  # an LP: at optimality the dual bound is the objective (up to tolerance)

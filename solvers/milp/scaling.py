@@ -4,7 +4,8 @@ ReLU is positively homogeneous: relu(2^e z) = 2^e relu(z). Scaling row i of A_j 
 the bounds of z_j) by 2^{e_i} and column i of A_{j+1} by 2^{-e_i} leaves the network function and
 its Jacobian unchanged, and in binary floating point the scaled numbers are exact (no rounding)
 unless they leave the normal range, which is checked. With e_i = -round(log2 max(|l_i|, |u_i|)),
-every pre-activation bound lies in [1/2, 2] in magnitude, so the big-M rows of badly scaled
+every pre-activation bound lies in [1/2, 2] in magnitude (upward scaling is capped so that no
+row coefficient exceeds 2^20), so the big-M rows of badly scaled
 networks (weights 1e6 next to 1e-6, or inputs in [-1000, 1000]) no longer let a solver's 1e-9
 feasibility and integrality tolerances move z by whole units (which changed the optimum).
 """
@@ -16,11 +17,18 @@ import numpy as np
 from models.ir import Affine
 
 
-def _exponents(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+# an upward scaling never makes a row's largest coefficient exceed this (a neuron whose bounds are
+# zero up to rounding must not get 1e15 coefficients: HiGHS rejects those)
+MAX_ROW = 2.0**20
+
+
+def _exponents(lo: np.ndarray, hi: np.ndarray, row_max: np.ndarray) -> np.ndarray:
     m = np.maximum(np.abs(lo), np.abs(hi))
     e = np.zeros(m.shape, dtype=np.int64)
-    ok = np.isfinite(m) & (m > 0)
+    ok = np.isfinite(m) & (m > 0) & np.isfinite(row_max) & (row_max > 0)
     e[ok] = -np.round(np.log2(m[ok])).astype(np.int64)
+    cap = np.floor(np.log2(MAX_ROW / row_max[ok])).astype(np.int64)
+    e[ok] = np.minimum(e[ok], np.maximum(cap, 0))
     return e
 
 
@@ -39,7 +47,13 @@ def scale_hidden_neurons(
 
     Returns the original blocks and bounds unchanged if any scaled number would not be exact.
     """
-    exps = [_exponents(l, u) for l, u in zip(pre_lo, pre_hi)]
+    exps: list[np.ndarray] = []
+    for j, (l, u) in enumerate(zip(pre_lo, pre_hi)):
+        w = np.abs(blocks[j].weight)
+        if j:  # the row as it will be after the previous layer's column scaling
+            w = np.ldexp(w, -exps[-1][None, :])
+        row_max = np.maximum(w.max(axis=1, initial=0.0), np.abs(blocks[j].bias))
+        exps.append(_exponents(l, u, row_max))
     if not any(np.any(e) for e in exps):
         return blocks, pre_lo, pre_hi
     new_blocks: list[Affine] = []
