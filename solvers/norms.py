@@ -9,6 +9,7 @@ rounding errors of float64 accounted for (`solvers.psd`); `spectral_norm_upper` 
 from __future__ import annotations
 
 import hashlib
+import math
 from itertools import product
 from typing import Literal
 
@@ -16,7 +17,7 @@ import numpy as np
 
 from models.errors import BadInput
 
-from .psd import U, add_up, frobenius_up, gamma, mul_up, prove_psd, sqrt_up
+from .psd import U, add_up, frobenius_up, gamma, ldexp_up, mul_up, prove_psd, sqrt_up
 
 Norm = Literal["l1", "l2", "linf"]
 NORMS: tuple[str, ...] = ("l1", "l2", "linf")
@@ -158,9 +159,14 @@ def spectral_norm_upper(M: np.ndarray) -> float:
     key = (M.shape, hashlib.sha256(np.ascontiguousarray(M).tobytes()).hexdigest())
     if key in _SPECTRAL_CACHE:
         return _SPECTRAL_CACHE[key]
-    A = M if M.shape[0] >= M.shape[1] else M.T  # Gram of the smaller side
-    cheap = min(frobenius_up(M), sqrt_up(mul_up(_closed_form_up(M, "l1", "l1"), _closed_form_up(M, "linf", "linf"))))
-    value = min(sqrt_up(gram_norm_upper(A)), cheap)
+    # an exact power-of-two scaling keeps the Gram matrix away from overflow and underflow
+    e = math.frexp(float(np.max(np.abs(M))))[1]
+    S = np.ldexp(M, -e)
+    if not np.array_equal(np.ldexp(S, e), M):  # subnormal entries would round: no scaling
+        S, e = M, 0
+    A = S if S.shape[0] >= S.shape[1] else S.T  # Gram of the smaller side
+    cheap = min(frobenius_up(S), sqrt_up(mul_up(_closed_form_up(S, "l1", "l1"), _closed_form_up(S, "linf", "linf"))))
+    value = ldexp_up(min(sqrt_up(gram_norm_upper(A)), cheap), e)
     if len(_SPECTRAL_CACHE) >= 256:
         _SPECTRAL_CACHE.pop(next(iter(_SPECTRAL_CACHE)))
     _SPECTRAL_CACHE[key] = value

@@ -41,6 +41,13 @@ def up(x: float) -> float:
     return float(np.nextafter(x, np.inf))
 
 
+def ldexp_up(x: float, e: int) -> float:
+    """Upper bound of x * 2^e for x >= 0 (exact unless the result is subnormal or overflows,
+    where ldexp rounds to nearest: then one step up)."""
+    y = float(np.ldexp(x, e))
+    return y if float(np.ldexp(y, -e)) >= x else up(y)
+
+
 def mul_up(*factors: float) -> float:
     """Upper bound of the exact product of non-negative numbers."""
     out = 1.0
@@ -81,7 +88,7 @@ def frobenius_up(M: np.ndarray) -> float:
     s = np.ldexp(a, -e)
     sq = float(np.dot(s, s))  # sum of n non-negative products: relative error <= gamma_n
     bound = sq * (1.0 + 2.0 * gamma(s.size + 2))
-    return float(np.ldexp(sqrt_up(bound) * (1.0 + 4.0 * U), e))
+    return ldexp_up(up(sqrt_up(bound) * (1.0 + 4.0 * U)), e)
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,12 @@ def test_all_includes_mip_with_a_domain():
     res = global_lipschitz(net, "all", input_norm="linf", output_norm="l1", domain=(-0.5, 0.5))
     assert [r.method for r in res.results][-1] == "mip"
     assert "mip" not in res.skipped
-    assert res.best.upper <= min(r.upper for r in res.results)
+    # "best" is a bound for all inputs (never the domain-only mip value); best_on_domain may be
+    mip = res.results[-1]
+    assert mip.scope == "domain" and all(r.scope == "global" for r in res.results[:-1])
+    assert res.best.upper == min(r.upper for r in res.results[:-1]) == res.upper
+    assert res.best_on_domain.upper == min(r.upper for r in res.results)
+    assert res.to_dict()["best_on_domain"]["upper"] == res.best_on_domain.upper
 
 
 def test_cli_mip(cli):

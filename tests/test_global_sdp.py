@@ -306,3 +306,30 @@ def test_too_wide_layers_fall_back_to_structured_norms():
     assert piece["method"] == "norm product" and "more than 10" in piece["fallback"]
     assert res.upper >= _sampled_l2(net, 500)
     assert res.upper == pytest.approx(global_lipschitz(net, "naive").upper, rel=1e-9)
+
+
+def test_relu_only_network_has_the_identity_norms():
+    """relu on R^3 (no affine layer): the constant is ||I_3||_{p->q} (closed form n^max(0, 1/q - 1/p))."""
+    from models.ir import Network, ReLU
+
+    net = Network([ReLU(3)])
+    for (p, q), exact in {("linf", "l1"): 3.0, ("l2", "l1"): math.sqrt(3), ("linf", "l2"): math.sqrt(3),
+                          ("l1", "l1"): 1.0, ("l2", "l2"): 1.0}.items():
+        upper = global_lipschitz(net, "naive", input_norm=p, output_norm=q).upper
+        assert exact <= upper <= exact * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("scale", [1e-110, 1e160])
+def test_extreme_weight_scales_give_finite_nonzero_sound_bounds(scale):
+    """Three layers x 1e-110 (a constant ~1e-330, below the smallest float) or one layer x 1e160:
+    every method must stay finite and above the true constant (exact Jacobian in rationals)."""
+    from fractions import Fraction
+
+    W = [np.array([[1.0, 0.5], [0.25, 1.0]]), np.array([[1.0, 1.0]]), np.array([[1.0]])]
+    W = [w * scale for w in W] if scale < 1 else [W[0] * scale, W[1], W[2]]
+    net = sequential([(W[0], np.ones(2)), (W[1], np.ones(1)), (W[2], np.zeros(1))])
+    # all ReLUs active near x = 0: J = W2 W1 W0 exactly; its largest entry bounds the l2 constant
+    J = [sum(Fraction(W[2][0, 0]) * Fraction(W[1][0, i]) * Fraction(W[0][i, j]) for i in range(2)) for j in range(2)]
+    for method in ("naive", "eclipse-fast", "lipsdp-neuron"):
+        upper = global_lipschitz(net, method).upper
+        assert math.isfinite(upper) and Fraction(upper) >= max(abs(v) for v in J), method

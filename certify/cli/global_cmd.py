@@ -68,7 +68,10 @@ def _global(args: argparse.Namespace) -> int:
                 c.print(line(item))
             for name, why in r["skipped"].items():
                 c.print(f"{name:>14}: skipped ({why})")
-            c.print(f"[bold]best[/bold]: {r['best']['method']} {fmt(r['best']['upper'])}")
+            c.print(f"[bold]best[/bold] (all inputs): {r['best']['method']} {fmt(r['best']['upper'])}")
+            if "best_on_domain" in r:
+                d = r["best_on_domain"]
+                c.print(f"[bold]best on the domain[/bold]: {d['method']} {fmt(d['upper'])}")
         else:
             c.print(line(r))
             conv = r.get("details", {}).get("conversion")

@@ -10,7 +10,8 @@ Methods (each returns a certified upper bound; none reports a solver's number un
 - "mip": the exact constant over a domain box from the local-Lipschitz MILP
   (`certify.lipschitz.local.local_lipschitz`), reporting its certified dual bound and its
   witness-backed lower bound; l1/linf norms only.
-- "all": every applicable method, plus the best (smallest) upper bound.
+- "all": every applicable method, plus the best (smallest) global upper bound (and the best over
+  the domain, which may be the "mip" value, when a domain is given).
 
 The SDP methods bound the l2->l2 constant; other norm pairs are converted soundly by norm
 equivalence: ||x||_2 <= sqrt(n) ||x||_inf and ||x||_2 <= ||x||_1 on the input side,
@@ -257,7 +258,7 @@ def mip_bound(
         "certificate": cert.to_dict(),
     }
     return GlobalLipschitzResult(upper, "mip", time.perf_counter() - t0, p, q, math.isfinite(upper),
-                                 lower=float(cert.lower), status=str(cert.status), details=details)
+                                 lower=float(cert.lower), status=str(cert.status), details=details, scope="domain")
 
 
 __all__ = ["GlobalLipschitzComparison", "GlobalLipschitzResult", "METHODS", "global_lipschitz", "mip_bound", "sdp_bound"]

@@ -17,7 +17,7 @@ import numpy as np
 
 from models.ir import Affine, Network, ReLU
 from solvers.norms import NORMS, affine_norm_upper, spectral_norm_upper
-from solvers.psd import U, add_up, frobenius_up, gamma, mul_up
+from solvers.psd import U, add_up, frobenius_up, gamma, mul_up, sqrt_up
 
 from .global_result import GlobalLipschitzResult
 
@@ -84,10 +84,20 @@ def fused_blocks(net: Network) -> tuple[list[np.ndarray], list[Affine | None], f
     return weights, sources, slack
 
 
-def _run_norms(run: list[Affine]) -> dict[tuple[str, str], float]:
-    """Upper bounds ||A_run||_{r->s} for all norm pairs of a run of affine maps."""
-    if not run:  # identity between two ReLUs: ||I||_{r->s} = 1 when ||.||_s <= ||.||_r
-        return {(r, s): 1.0 for r in NORMS for s in NORMS if NORMS.index(r) <= NORMS.index(s)}
+# 1/p for the norms: ||I_n||_{r->s} = n^max(0, 1/s - 1/r)
+_INVERSE = {"l1": 1.0, "l2": 0.5, "linf": 0.0}
+
+
+def _identity_norm(n: int, r: str, s: str) -> float:
+    e = max(0.0, _INVERSE[s] - _INVERSE[r])
+    return 1.0 if e == 0 else (float(n) if e == 1.0 else sqrt_up(n))
+
+
+def _run_norms(run: list[Affine], n: int) -> dict[tuple[str, str], float]:
+    """Upper bounds ||A_run||_{r->s} for all norm pairs of a run of affine maps (an empty run is
+    the identity on R^n, between two ReLUs or at an end)."""
+    if not run:
+        return {(r, s): _identity_norm(n, r, s) for r in NORMS for s in NORMS}
     best = {(r, s): affine_norm_upper(run[0], r, s, NAIVE_ENUMERATION) for r in NORMS for s in NORMS}
     for layer in run[1:]:
         step = {(r, s): affine_norm_upper(layer, r, s, NAIVE_ENUMERATION) for r in NORMS for s in NORMS}
@@ -117,8 +127,10 @@ def naive_bound(net: Network, p: str, q: str) -> GlobalLipschitzResult:
     t0 = time.perf_counter()
     cost = {p: 1.0}
     path: dict[str, list[str]] = {p: [p]}
+    dim = net.input_dim
     for run in _segments(net):
-        norms = _run_norms(run)
+        norms = _run_norms(run, dim)
+        dim = run[-1].out_dim if run else dim
         new_cost, new_path = {}, {}
         for (r, s), value in norms.items():
             if r in cost:
@@ -126,6 +138,6 @@ def naive_bound(net: Network, p: str, q: str) -> GlobalLipschitzResult:
                 if s not in new_cost or v < new_cost[s]:
                     new_cost[s], new_path[s] = v, path[r] + [s]
         cost, path = new_cost, new_path
-    upper = cost.get(q, math.inf)  # the last run offers every output norm, so q is always reached
+    upper = cost[q]  # every run offers every norm pair, so q is always reached
     details = {"intermediate_norms": path.get(q, [])[1:-1], "layers": len(net.layers)}
     return GlobalLipschitzResult(upper, "naive", time.perf_counter() - t0, p, q, True, details=details)

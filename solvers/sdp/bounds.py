@@ -17,7 +17,7 @@ from typing import Callable
 import numpy as np
 import scipy.linalg
 
-from ..psd import mul_up, sqrt_up
+from ..psd import ldexp_up, mul_up, sqrt_up
 from .chain import WeightChain
 from .lipsdp import solve_lipsdp
 from .lmi import validate
@@ -89,7 +89,7 @@ def certify_chain(
         upper = mul_up(upper, p["bound"])
         raw *= p["raw"]
     scale = chain.scale_log2
-    return L2Bound(float(np.ldexp(upper, scale)), float(np.ldexp(raw, scale)), time.perf_counter() - t0, pieces)
+    return L2Bound(ldexp_up(upper, scale), float(np.ldexp(raw, scale)), time.perf_counter() - t0, pieces)
 
 
 def _certify_range(chain: WeightChain, a: int, b: int, piece, out: list[dict], max_width: int) -> None:

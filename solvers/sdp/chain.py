@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..psd import U, gamma
+from ..psd import U, gamma, ldexp_up
 
 
 @dataclass
@@ -103,12 +103,17 @@ class WeightChain:
         source = self.sources[k] if self.sources is not None else None
         if source is not None and getattr(source, "conv", None) is not None:
             # ||W / 2^e|| = ||W|| / 2^e exactly (scaling by a power of two)
-            return float(np.ldexp(affine_norm_upper(source, "l2", "l2"), -self.exponents[k]))
+            return ldexp_up(affine_norm_upper(source, "l2", "l2"), -self.exponents[k])
         return spectral_norm_upper(self.weights[k])
 
 
 def _spectral_estimate(w: np.ndarray) -> float:
     """A cheap estimate of ||w||_2 (only chooses the power-of-two scale; no soundness role)."""
+    top = float(np.max(np.abs(w), initial=0.0))
+    if top == 0.0 or not np.isfinite(top):
+        return top
+    if not 1e-100 < top < 1e100:  # keep the Gram matrix finite
+        return top * _spectral_estimate(w / top)
     if min(w.shape) <= 512:
         g = w @ w.T if w.shape[0] <= w.shape[1] else w.T @ w
         return float(np.sqrt(max(np.linalg.eigvalsh(g)[-1], np.finfo(float).tiny)))
