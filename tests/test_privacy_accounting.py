@@ -54,11 +54,20 @@ def test_chaining_worked_example():
     assert out.delta == pytest.approx(3.1192874850577e-4, rel=1e-10)
 
 
-@pytest.mark.parametrize("alpha,beta,h", [(0.1, 0.3, 3), (0.1, 1.1, 11), (0.2, 0.6, 3), (0.1, 0.30000000000000004, 3),
-                                          (0.1, 0.1, 1), (0.1, 0.05, 1), (0.25, 1.0, 4), (0.25, 1.0000001, 5)])
-def test_chain_steps_are_ceil_of_the_decimal_ratio(alpha, beta, h):
+@pytest.mark.parametrize("alpha,beta,h", [(0.1, 0.3, 3), (0.2, 0.6, 3), (0.1, 0.1, 1), (0.1, 0.05, 1), (0.25, 1.0, 4),
+                                          (0.25, 1.0000001, 5),
+                                          # in binary 11 x 0.1 falls 2.8e-17 short of 1.1 (float64 says >=)
+                                          (0.1, 1.1, 12), (0.1, 0.30000000000000004, 4), (0.1, 25.1, 252)])
+def test_chain_steps_are_the_exact_ceiling(alpha, beta, h):
+    from fractions import Fraction
+
     assert chain_steps(alpha, beta) == h
-    assert h * alpha >= beta
+    assert h * Fraction(alpha) >= Fraction(beta) and (h == 1 or (h - 1) * Fraction(alpha) < Fraction(beta))
+
+
+def test_chaining_too_far_is_bad_input():
+    with pytest.raises(BadInput, match="too many steps"):
+        chain(g(1.0, 1e-5, 1e-300), 1e300)
 
 
 def test_chain_delta_is_capped_and_marked_vacuous():
@@ -92,6 +101,16 @@ def test_post_processing_keeps_values():
     out = post_process(base, "argmax")
     assert (out.epsilon, out.delta, out.alpha, out.metric) == (0.7, 1e-5, 0.2, "l2")
     assert "argmax" in out.mechanism
+
+
+def test_post_processing_drops_the_pac_label():
+    """PAC (probabilistic) DP is not closed under post-processing (Meiser 2018); the implied
+    (eps, delta)-DP is, so the values stay and PAC composition refuses the result."""
+    out = post_process(g(0.5, 1e-3, pac=True))
+    assert not out.pac and (out.epsilon, out.delta) == (0.5, 1e-3)
+    assert post_process(g(0.5, 0.0)).pac  # pure DP is PAC with delta = 0
+    with pytest.raises(BadInput):
+        compose_pac([out, g(0.5, 1e-3, pac=True)])
 
 
 def test_pac_composition_by_hand():

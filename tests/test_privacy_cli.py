@@ -88,6 +88,10 @@ def test_chain_by_hand(cli):
     (["chain", "--epsilon", "1", "--delta", "1e-5", "--alpha", "0.1", "--beta", "0"], ["beta", "positive"]),
     (["chain", "--epsilon", "1", "--delta", "1.5", "--alpha", "0.1", "--beta", "1"], ["delta"]),
     (["chain", "--epsilon", "1", "--alpha", "-0.1", "--beta", "1"], ["alpha"]),
+    (["chain", "--epsilon", "1", "--delta", "1e-5", "--alpha", "1e-300", "--beta", "1e300"], ["too many steps"]),
+    (["calibrate", "gauss-input", "--epsilon", "1", "--delta", "1e-5", "--radius", "0.1", "--metric", "linf",
+      "--input-dim", "16", "--sensitivity", "0.001"], ["not both"]),
+    (["calibrate", "gaussian", "--epsilon", "1e-12", "--delta", "1e-30", "--sensitivity", "1e300"], ["float64 range"]),
 ])
 def test_bad_input_exits_2_with_reason(cli, argv, fragments):
     assert_bad_input(cli(*argv), *fragments)

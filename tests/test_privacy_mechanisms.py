@@ -175,3 +175,41 @@ def test_bad_mechanism_parameters(net, kwargs, fragment):
     args = dict(epsilon=1.0, delta=1e-5, alpha=0.1, sampler=0) | kwargs
     with pytest.raises(BadInput, match=fragment):
         GaussOutput(net, 2.0, **args)
+
+
+def test_a_local_certificate_only_covers_its_box():
+    """f(x) = relu(10 x): its local constant around x = -1 is 0, the global one 10. A mechanism
+    calibrated from the local certificate must refuse inputs outside the certified box (there the
+    released f(x) + noise would leak: b = 0 at L = 0)."""
+    import certify
+    from models.ir import sequential
+
+    f = sequential([(np.array([[10.0]]), np.zeros(1)), (np.eye(1), np.zeros(1))])
+    local = certify.local_lipschitz(f, [-1.0], 0.5, input_norm="l2", output_norm="l1")
+    assert local.upper < 1e-6  # relu is flat on [-1.5, -0.5]
+    m = LapOutput(f, local, epsilon=1.0, alpha=0.1, sampler=0)
+    assert m.guarantee.lipschitz.domain == ((-1.5,), (-0.5,))
+    assert m.release([[-1.2], [-0.7]]).shape == (2, 1)
+    for outside in ([0.5], [[-1.0], [1.5]]):
+        with pytest.raises(BadInput, match="outside the box"):
+            m.release(outside)
+    assert "domain" in jsonable(m.to_dict())["guarantee"]["lipschitz"]
+
+
+def test_margin_certificates_are_refused_for_output_noise(net):
+    import certify
+
+    cert = certify.local_lipschitz(net, np.zeros(6), 0.1, input_norm="l2", margin=(0, 1))
+    with pytest.raises(BadInput, match="scalar"):
+        LapOutput(net, cert, epsilon=1.0, alpha=0.1, sampler=0)
+
+
+def test_domain_scoped_global_results_carry_their_domain(net):
+    """'mip' is the constant over its domain only: the mechanism inherits the box."""
+    import certify
+
+    res = certify.global_lipschitz(net, "mip", input_norm="l1", output_norm="l1", domain=(-0.2, 0.2))
+    m = LapOutput(net, res, epsilon=1.0, alpha=0.01, metric="l1", sampler=0)
+    assert m.guarantee.lipschitz.domain == ((-0.2,) * 6, (0.2,) * 6)
+    with pytest.raises(BadInput, match="outside the box"):
+        m.release(np.full(6, 0.3))

@@ -92,6 +92,19 @@ def test_grid_headroom(k, norm):
     assert 2 * c * gamma > sens * SLACK * (1 - 1e-15)  # the largest such power of two
 
 
+@pytest.mark.parametrize("shape", [(3, 64), (3, 64, 1), (3, 4, 4, 4)])
+def test_grid_counts_every_coordinate_of_a_query(shape):
+    """A query of a batch (n, ...) has prod(shape[1:]) coordinates whatever its shape: the grid
+    must be the one for 64 coordinates (a coarser one breaks the rounding headroom). Outputs are
+    multiples of the grid used; with 192 coordinates some are odd multiples of the right one."""
+    sens, noise = 0.5, Laplace(0.5)
+    sampler = SecureSampler(random.Random(1))
+    gamma = sampler.grid(sens, 64, "l1")
+    out = sampler.perturb(np.random.default_rng(0).uniform(-1, 1, shape), noise, sens, "l1") / gamma
+    assert np.array_equal(out, np.rint(out))
+    assert np.any(np.rint(out) % 2 == 1)
+
+
 def _secure_release(family, eps, delta, sens, seed=0):
     return NoisyQuery(family, sensitivity=sens, epsilon=eps, delta=delta, sampler=SecureSampler(random.Random(seed)))
 

@@ -84,16 +84,20 @@ def chained_delta(epsilon: float, delta: float, steps: int) -> float:
     return 1.0 if log_value >= 0 else min(1.0, round_up(math.exp(log_value), 2))
 
 
+# chaining beyond this many steps gives epsilon values no privacy analysis can use
+MAX_CHAIN_STEPS = 10**12
+
+
 def chain_steps(alpha: float, beta: float) -> int:
-    """h = ceil(beta / alpha): the smallest integer with h * alpha >= beta (evaluated in float64)."""
+    """h = ceil(beta / alpha): the smallest integer with h * alpha >= beta, in exact arithmetic
+    (the float64 quotient can be one step short: 0.1 * 251 >= 25.1 in floats, not exactly)."""
     if math.isinf(alpha):
         return 1
-    h = max(1, math.ceil(beta / alpha))
-    while h > 1 and (h - 1) * alpha >= beta:
-        h -= 1
-    while h * alpha < beta:
-        h += 1
-    return h
+    q = Fraction(beta) / Fraction(alpha)
+    if q > MAX_CHAIN_STEPS:
+        raise BadInput(f"beta / alpha = {beta:g} / {alpha:g} is too many steps to chain (at most {MAX_CHAIN_STEPS:.0e}); "
+                       "certify a guarantee at a larger alpha")
+    return max(1, -((-q.numerator) // q.denominator))
 
 
 def chain(guarantee: Guarantee, beta: float) -> Guarantee:
@@ -122,10 +126,15 @@ def _scaled(g: Guarantee, h: int, radius: float, label: str) -> Guarantee:
 
 
 def post_process(guarantee: Guarantee, description: str = "post-processing") -> Guarantee:
-    """A function of the released output that does not look at the private input: same guarantee."""
+    """A function of the released output that does not look at the private input: same (eps, delta).
+
+    Approximate DP is closed under post-processing; PAC (probabilistic) DP is not (Meiser 2018), so
+    a PAC guarantee comes out as the (eps, delta)-DP guarantee it implies, no longer marked PAC.
+    """
     if not isinstance(guarantee, Guarantee):
         guarantee = _collect((guarantee,), "post_process")[0]
-    return guarantee.with_(mechanism=f"{description} of {guarantee.mechanism or 'mechanism'}", parts=(guarantee,))
+    pac = guarantee.pac and guarantee.delta == 0
+    return guarantee.with_(mechanism=f"{description} of {guarantee.mechanism or 'mechanism'}", parts=(guarantee,), pac=pac)
 
 
 def _pac_delta(deltas: list[float]) -> float:

@@ -149,12 +149,12 @@ def calibrate(mechanism: str, *, epsilon: float, delta: float | None = None, sen
         raise BadInput(f"unknown mechanism {mechanism!r}; choose one of {', '.join(MECHANISMS)}")
     family, kind = MECHANISMS[key]
     metric = check_metric(metric, "metric")
-    if sensitivity is not None and (lipschitz is not None or (radius is not None and kind != "input")):
-        raise BadInput("give either --sensitivity, or --lipschitz with --radius, not both")
+    if sensitivity is not None and (lipschitz is not None or radius is not None):
+        # (for gauss-input a radius fixes the sensitivity: a second, different number would make
+        # the stated guarantee false)
+        raise BadInput("give either --sensitivity, or --radius (with --lipschitz for output mechanisms), not both")
     src: LipschitzSource | None = None
     if sensitivity is not None:
-        if radius is not None:
-            radius = check_radius(radius)
         sens = check_sensitivity(sensitivity)
     elif kind == "input":
         if lipschitz is not None:

@@ -112,7 +112,7 @@ def classic_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> flo
         )
     if sensitivity == 0:
         return 0.0
-    return inflate(math.sqrt(2.0 * math.log(1.25 / delta)) * sensitivity / epsilon)
+    return _finite(inflate(math.sqrt(2.0 * (math.log(1.25) - math.log(delta))) * sensitivity / epsilon))
 
 
 def pac_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
@@ -122,14 +122,23 @@ def pac_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
     sensitivity = check_sensitivity(sensitivity)
     if sensitivity == 0:
         return 0.0
-    c = math.sqrt(2.0 * math.log(2.0 / delta))
-    return inflate(sensitivity * (c + math.sqrt(c * c + 2.0 * epsilon)) / (2.0 * epsilon))
+    c = math.sqrt(2.0 * (math.log(2.0) - math.log(delta)))  # log(2 / delta) overflows for delta < 1e-308
+    return _finite(inflate(sensitivity * (c + math.sqrt(c * c + 2.0 * epsilon)) / (2.0 * epsilon)))
+
+
+def _finite(sigma: float) -> float:
+    if not math.isfinite(sigma):
+        raise BadInput("the noise scale this (epsilon, delta, sensitivity) needs exceeds the float64 range; "
+                       "use a larger epsilon or delta, or rescale the sensitivity")
+    return sigma
 
 
 def _solve_decreasing(g, u_hi: float) -> float:
     """Root of a decreasing g(u) (g(u_hi) <= 0), returned on the g <= 0 side."""
     while g(u_hi) > 0:
         u_hi += 1.0
+        if u_hi > 700.0:  # sigma / Delta = e^u would overflow
+            _finite(math.inf)
     u_lo = u_hi - 1.0
     for _ in range(2000):
         if g(u_lo) > 0:
@@ -162,9 +171,9 @@ def analytic_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> fl
         return _log_delta_upper(math.exp(u), epsilon, 1.0) - target
 
     u = _solve_decreasing(g, math.log(pac_sigma(epsilon, delta, 1.0)))
-    sigma = round_up(math.exp(u) * sensitivity, 4)
+    sigma = _finite(round_up(math.exp(u) * sensitivity, 4))
     while _log_delta_upper(sigma, epsilon, sensitivity) > target:  # guard the final rounding
-        sigma = round_up(sigma, 16)
+        sigma = _finite(round_up(sigma, 16))
     return sigma
 
 
@@ -177,14 +186,17 @@ def zcdp_log_delta(rho: float, epsilon: float) -> float:
     if rho <= 0:
         return -math.inf
 
-    # parametrise a = 1 + e^v so that a - 1 and log(1 - 1/a) = v - log(1 + e^v) stay exact near a = 1
+    # parametrise a = 1 + e^v so that a - 1 stays exact near a = 1, and write
+    # log(1 - 1/a) = -log1p(e^-v), which does not cancel for large a (v - log1p(e^v) did)
     def log_bound(v: float) -> float:
         a = 1.0 + math.exp(v)
-        return math.exp(v) * (a * rho - epsilon) + a * (v - math.log1p(math.exp(v))) - v
+        terms = (math.exp(v) * a * rho, -math.exp(v) * epsilon, -a * math.log1p(math.exp(-v)), -v)
+        # plus a bound on the float64 error of evaluating them (a few ulps of each magnitude)
+        return math.fsum(terms) + 32 * 2.0**-52 * sum(abs(t) for t in terms)
 
     def slope(v: float) -> float:  # d log_bound / da at a = 1 + e^v; increasing in v
         a = 1.0 + math.exp(v)
-        return (2 * a - 1) * rho - epsilon + v - math.log1p(math.exp(v))
+        return (2 * a - 1) * rho - epsilon - math.log1p(math.exp(-v))
 
     lo, hi = -40.0, 0.0
     while slope(hi) < 0:
@@ -203,15 +215,15 @@ def zcdp_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
     sensitivity = check_sensitivity(sensitivity)
     if sensitivity == 0:
         return 0.0
-    target = math.log(delta) - 1e-9  # margin for the float64 evaluation of the conversion
+    target = math.log(delta)  # zcdp_log_delta already rounds up
 
     def g(u: float) -> float:  # decreasing in u = log(sigma / Delta)
         return zcdp_log_delta(0.5 * math.exp(-2.0 * u), epsilon) - target
 
     u = _solve_decreasing(g, math.log(pac_sigma(epsilon, delta, 1.0)) + 1.0)
-    sigma = round_up(math.exp(u) * sensitivity, 4)
+    sigma = _finite(round_up(math.exp(u) * sensitivity, 4))
     while zcdp_log_delta(0.5 * (sensitivity / sigma) ** 2, epsilon) > target:
-        sigma = round_up(sigma, 16)
+        sigma = _finite(round_up(sigma, 16))
     return sigma
 
 

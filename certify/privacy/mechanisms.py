@@ -135,12 +135,16 @@ class OutputPerturbation(Mechanism):
         norm = "l2" if self.family == "gaussian" else "l1"
         src = lipschitz_source(lipschitz, input_norm=metric, output_norm=norm, what=f"{self.name} lipschitz")
         sensitivity = mul_up(src.value, alpha)
+        self._source = src
         self._setup(self.family, epsilon=epsilon, delta=delta, sensitivity=sensitivity, calibration=calibration,
                     sampler=sampler, alpha=alpha, metric=metric, lipschitz=src)
 
     def release(self, x: Any) -> np.ndarray:
-        """Noisy outputs f(x) + Z for one input (d,) or a batch (n, d)."""
-        y = _as_batch(self._f(_as_batch(x)), "model output")
+        """Noisy outputs f(x) + Z for one input (d,) or a batch (n, d); inputs outside the box of a
+        local or domain certificate are refused (the constant says nothing there)."""
+        batch = _as_batch(x)
+        self._source.check_inputs(batch)
+        y = _as_batch(self._f(batch), "model output")
         return self._perturb(y, self.sensitivity)
 
 

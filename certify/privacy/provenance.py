@@ -38,12 +38,17 @@ class LipschitzSource:
     origin: str = "user"
     method: str | None = None
     certificate: dict | None = field(default=None, compare=False)
+    # (lo, hi) when the constant holds only on a box (a local or domain certificate): mechanisms
+    # calibrated from it release only for inputs in that box
+    domain: tuple[tuple[float, ...], tuple[float, ...]] | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = {"value": self.value, "input_norm": self.input_norm,
                                "output_norm": self.output_norm, "origin": self.origin}
         if self.method:
             out["method"] = self.method
+        if self.domain is not None:
+            out["domain"] = {"lo": list(self.domain[0]), "hi": list(self.domain[1])}
         if self.certificate is not None:
             out["certificate"] = self.certificate
         return out
@@ -52,7 +57,21 @@ class LipschitzSource:
         norms = f"{self.input_norm or '?'}->{self.output_norm or '?'}"
         how = {"user": "given by the user (not verified)", "certificate": f"certificate ({self.method or 'engine'})",
                "layer-product": "product of layer operator norms (certified, loose)"}.get(self.origin, self.origin)
-        return f"L_{norms} <= {self.value:.6g}, {how}"
+        where = "" if self.domain is None else ", valid only for inputs in its domain box"
+        return f"L_{norms} <= {self.value:.6g}, {how}{where}"
+
+    def check_inputs(self, x: np.ndarray) -> None:
+        """Refuse inputs (rows of a batch) outside the box the constant was certified on."""
+        if self.domain is None:
+            return
+        lo, hi = (np.asarray(v, dtype=np.float64) for v in self.domain)
+        x = np.asarray(x, dtype=np.float64)
+        if x.size % lo.size:
+            raise BadInput(f"inputs of shape {list(x.shape)} do not match the certified domain's {lo.size} values")
+        rows = x.reshape(-1, lo.size)  # one input (d,) or a batch (n, ...)
+        if np.any(rows < lo) or np.any(rows > hi):
+            raise BadInput("input outside the box the Lipschitz certificate covers: the privacy guarantee does not "
+                           "hold there; certify the constant on a domain containing every input you release")
 
 
 def _first_attr(obj: Any, names: tuple[str, ...]) -> Any:
@@ -88,7 +107,7 @@ def lipschitz_source(obj: Any, *, input_norm: str | None = None, output_norm: st
                 f"{need} {side} norm; certify the constant for {need}"
             )
     return LipschitzSource(src.value, src.input_norm or input_norm, src.output_norm or output_norm,
-                           src.origin, src.method, src.certificate)
+                           src.origin, src.method, src.certificate, src.domain)
 
 
 def _from_certificate(cert: Any, what: str) -> LipschitzSource:
@@ -104,11 +123,29 @@ def _from_certificate(cert: Any, what: str) -> LipschitzSource:
     if not math.isfinite(value):
         raise BadInput(f"{what}: the certificate's upper bound is {value}; no finite noise scale can be calibrated from it")
     value = check_lipschitz(value, f"{what} (certificate upper bound)")
+    if getattr(cert, "target", None) is not None or getattr(cert, "margin", None) is not None:
+        raise BadInput(f"{what}: the certificate bounds a scalar c^T f (a margin or target), not the output vector "
+                       "the noise is added to; certify the constant for the output norm the mechanism needs")
     to_dict = getattr(cert, "to_dict", None)
     record = to_dict() if callable(to_dict) else {"repr": repr(cert)[:500]}
     method = getattr(cert, "method", None)
     return LipschitzSource(value, _first_attr(cert, _INPUT_NORM_ATTRS), _first_attr(cert, _OUTPUT_NORM_ATTRS),
-                           "certificate", str(method) if method is not None else type(cert).__name__, record)
+                           "certificate", str(method) if method is not None else type(cert).__name__, record,
+                           _certificate_domain(cert, record, what))
+
+
+def _certificate_domain(cert: Any, record: dict, what: str):
+    """The box a local certificate (domain_lo/domain_hi) or a domain-scoped result covers, else None."""
+    lo, hi = getattr(cert, "domain_lo", None), getattr(cert, "domain_hi", None)
+    if lo is None and getattr(cert, "scope", "global") == "domain":
+        inner = record.get("details", {}).get("certificate", {}) if isinstance(record, dict) else {}
+        lo, hi = inner.get("domain_lo"), inner.get("domain_hi")
+        if lo is None or hi is None:
+            raise BadInput(f"{what}: the bound holds only on a domain the certificate does not state; "
+                           "use a global bound or the local certificate itself")
+    if lo is None or hi is None:
+        return None
+    return (tuple(float(v) for v in np.ravel(lo)), tuple(float(v) for v in np.ravel(hi)))
 
 
 def layer_product_bound(net: Any, input_norm: str = "l2", output_norm: str = "l2") -> LipschitzSource:

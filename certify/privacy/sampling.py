@@ -94,7 +94,8 @@ class SecureSampler:
             return values.copy()
         if norm not in ("l1", "l2") or norm != noise.sensitivity_norm:
             raise BadInput(f"{noise.name} noise needs the {noise.sensitivity_norm} sensitivity, got {norm}")
-        k = values.shape[-1] if values.ndim else 1
+        # coordinates of one query: a vector, or each row of a batch (n, ...) whatever its shape
+        k = 1 if values.ndim == 0 else (values.size if values.ndim == 1 else int(np.prod(values.shape[1:])))
         gamma = self.grid(sensitivity, k, norm)
         scaled = values / gamma  # exact: gamma is a power of two
         if not np.all(np.isfinite(scaled)):
