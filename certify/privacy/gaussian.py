@@ -126,10 +126,13 @@ def pac_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
     return _finite(inflate(sensitivity * (c + math.sqrt(c * c + 2.0 * epsilon)) / (2.0 * epsilon)))
 
 
+_OVERFLOW = ("the noise scale this (epsilon, delta, sensitivity) needs exceeds the float64 range; "
+             "use a larger epsilon or delta, or rescale the sensitivity")
+
+
 def _finite(sigma: float) -> float:
     if not math.isfinite(sigma):
-        raise BadInput("the noise scale this (epsilon, delta, sensitivity) needs exceeds the float64 range; "
-                       "use a larger epsilon or delta, or rescale the sensitivity")
+        raise BadInput(_OVERFLOW)
     return sigma
 
 
@@ -138,7 +141,7 @@ def _solve_decreasing(g, u_hi: float) -> float:
     while g(u_hi) > 0:
         u_hi += 1.0
         if u_hi > 700.0:  # sigma / Delta = e^u would overflow
-            _finite(math.inf)
+            raise BadInput(_OVERFLOW)
     u_lo = u_hi - 1.0
     for _ in range(2000):
         if g(u_lo) > 0:

@@ -4,10 +4,10 @@ ReLU is positively homogeneous: relu(2^e z) = 2^e relu(z). Scaling row i of A_j 
 the bounds of z_j) by 2^{e_i} and column i of A_{j+1} by 2^{-e_i} leaves the network function and
 its Jacobian unchanged, and in binary floating point the scaled numbers are exact (no rounding)
 unless they leave the normal range, which is checked. With e_i = -round(log2 max(|l_i|, |u_i|)),
-every pre-activation bound lies in [1/2, 2] in magnitude (upward scaling is capped so that no
-row coefficient exceeds 2^20), so the big-M rows of badly scaled
-networks (weights 1e6 next to 1e-6, or inputs in [-1000, 1000]) no longer let a solver's 1e-9
-feasibility and integrality tolerances move z by whole units (which changed the optimum).
+every pre-activation bound lies in [1/2, 2] in magnitude (upward scaling is capped so that no row
+coefficient exceeds 2^20), so the big-M rows of badly scaled networks (weights 1e6 next to 1e-6,
+or inputs in [-1000, 1000]) no longer let a solver's 1e-9 feasibility and integrality tolerances
+move z by whole units (which changed the optimum).
 """
 
 from __future__ import annotations
