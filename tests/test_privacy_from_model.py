@@ -68,3 +68,5 @@ def test_model_constant_over_a_domain_by_mip(cli, tmp_path):
     assert exact["lipschitz"]["certificate"]["status"] == "optimal"
     assert sampled <= L <= glob["lipschitz"]["value"] * (1 + 1e-12)
     assert exact["scale"] == pytest.approx(L * 0.1 / 2, rel=1e-12)
+    # the constant holds on [0, 1]^2 only, and the calibration says so; the global one holds everywhere
+    assert exact["lipschitz"]["domain"] == {"lo": [0.0, 0.0], "hi": [1.0, 1.0]} and "domain" not in glob["lipschitz"]

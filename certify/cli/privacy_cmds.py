@@ -78,6 +78,8 @@ def _calibrate(args: argparse.Namespace) -> int:
             how = ("L given by the user, not verified" if lip["origin"] == "user"
                    else f"L certified by {lip.get('method', lip['origin'])}")
             line += f" = L {fmt(lip['value'])} x radius {fmt(r['radius'])} ({how})"
+            if "domain" in lip:
+                line += "; valid only for inputs in the certified domain box"
         elif "radius" in r:
             line += f" (radius {fmt(r['radius'])} in {r['metric']})"
         c.print(line)
