@@ -262,3 +262,23 @@ def test_a_neuron_zero_up_to_rounding_is_not_scaled_out_of_the_solver_range():
     value = exact_lipschitz([(W0, b0), (np.eye(3), np.zeros(3)), (W1, b1), (W2, b2)], lo, hi, "linf", "l1")
     cert = certify.local_lipschitz(net, [0.0, -1.0], 1.0, domain=(-0.2, 0.7), backend="highs", bounds="symbolic")
     _assert_exact(cert, value)
+
+
+def test_wide_weight_ranges_on_the_backward_formulation():
+    """Weights from 2^-17 to 2^9 over a +/-1000 box (found by fuzzing): rescaling every neuron to
+    unit bounds made HiGHS and CBC return bounds far below the truth on the backward
+    formulation. Oracle: region enumeration."""
+    h = np.vectorize(float.fromhex)
+    w = [(h(np.array([["0x1.27a7e3dc9852ap+9"], ["0x1.ef4d78bfb674bp-9"]])),
+          h(np.array(["-0x1.1c0785e15ad34p-17", "-0x1.afc25272bdc8ap-9"]))),
+         (h(np.array([["0x1.1c64bc392c173p+6", "-0x1.5b6ee415ca399p+8"], ["-0x1.0463351f29b46p-11", "0x1.ff34ff87ff34ep-11"]])),
+          h(np.array(["0x1.273076bcffddcp-7", "0x1.0ff5e9c3ee422p+0"]))),
+         (h(np.array([["0x1.c4e28d1c4b22ap-13", "0x1.3625833c34393p-13"], ["0x1.6f279a23260abp+2", "-0x1.a7c17dacfcb12p+1"]])),
+          h(np.array(["-0x1.7afd88186667fp+5", "-0x1.e2a20a40213b0p+2"])))]
+    net, c = sequential(w), 0.04149623765299077
+    value = exact_lipschitz(w, np.array([c - 1000.0]), np.array([c + 1000.0]), "linf", "linf")
+    for backend in ("highs", "cbc"):
+        cert = certify.local_lipschitz(net, [c], 1000.0, input_norm="linf", output_norm="linf",
+                                       backend=backend, formulation="backward")
+        assert cert.lower <= value * (1 + 1e-9) and value * (1 - 1e-9) <= cert.upper
+        assert cert.status == "optimal" and cert.upper <= value * (1 + 1e-5)

@@ -3,11 +3,14 @@
 ReLU is positively homogeneous: relu(2^e z) = 2^e relu(z). Scaling row i of A_j (and its bias and
 the bounds of z_j) by 2^{e_i} and column i of A_{j+1} by 2^{-e_i} leaves the network function and
 its Jacobian unchanged, and in binary floating point the scaled numbers are exact (no rounding)
-unless they leave the normal range, which is checked. With e_i = -round(log2 max(|l_i|, |u_i|)),
-every pre-activation bound lies in [1/2, 2] in magnitude (upward scaling is capped so that no row
-coefficient exceeds 2^20), so the big-M rows of badly scaled networks (weights 1e6 next to 1e-6,
-or inputs in [-1000, 1000]) no longer let a solver's 1e-9 feasibility and integrality tolerances
-move z by whole units (which changed the optimum).
+unless they leave the normal range, which is checked. Neurons whose bound magnitude
+max(|l_i|, |u_i|) lies outside [2^-10, 2^10] are moved to the edge of that band (upward scaling is
+capped so that no row coefficient exceeds 2^20), so the big-M rows of badly scaled networks
+(weights 1e6 next to 1e-6, or inputs in [-1000, 1000]) no longer let a solver's 1e-9 feasibility
+and integrality tolerances move z by whole units (which changed the optimum). Moderate bounds are
+left alone: rescaling a neuron rescales a column of the next layer, and scaling every neuron to
+unit bounds widened coefficient ranges enough for HiGHS and CBC to return wrong bounds on
+fuzzed nets.
 """
 
 from __future__ import annotations
@@ -20,13 +23,17 @@ from models.ir import Affine
 # an upward scaling never makes a row's largest coefficient exceed this (a neuron whose bounds are
 # zero up to rounding must not get 1e15 coefficients: HiGHS rejects those)
 MAX_ROW = 2.0**20
+BAND = 10
 
 
 def _exponents(lo: np.ndarray, hi: np.ndarray, row_max: np.ndarray) -> np.ndarray:
     m = np.maximum(np.abs(lo), np.abs(hi))
     e = np.zeros(m.shape, dtype=np.int64)
     ok = np.isfinite(m) & (m > 0) & np.isfinite(row_max) & (row_max > 0)
-    e[ok] = -np.round(np.log2(m[ok])).astype(np.int64)
+    # only magnitudes outside [2^-BAND, 2^BAND] are moved, to the edge of that band: rescaling a
+    # neuron rescales a column of the next layer, so moderate bounds are left as they are
+    k = np.round(np.log2(m[ok])).astype(np.int64)
+    e[ok] = np.where(k > BAND, BAND - k, np.where(k < -BAND, -BAND - k, 0))
     cap = np.floor(np.log2(MAX_ROW / row_max[ok])).astype(np.int64)
     e[ok] = np.minimum(e[ok], np.maximum(cap, 0))
     return e
