@@ -282,3 +282,22 @@ def test_wide_weight_ranges_on_the_backward_formulation():
                                        backend=backend, formulation="backward")
         assert cert.lower <= value * (1 + 1e-9) and value * (1 - 1e-9) <= cert.upper
         assert cert.status == "optimal" and cert.upper <= value * (1 + 1e-5)
+
+
+def test_fusion_error_bound_is_sound_and_wide_layers_are_accepted():
+    """The fused-product error bound dominates the exact error (rationals, sampled entries), and
+    an ordinary pair of wide adjacent layers is not mistaken for a cancellation."""
+    from fractions import Fraction
+
+    from models.ir import Affine, Network, ReLU
+    from solvers.bounds.types import FUSION_TOLERANCE, relu_blocks
+
+    rng = np.random.default_rng(0)
+    A, B = rng.standard_normal((512, 5)), rng.standard_normal((512, 512)) / 20
+    net = Network([Affine(A, np.zeros(512)), Affine(B, rng.standard_normal(512)), ReLU(512), Affine(np.ones((1, 512)), np.zeros(1))])
+    assert net.fusion_error() < FUSION_TOLERANCE
+    fused = relu_blocks(net)[0]
+    for i in rng.integers(0, 512, 3):
+        exact = [sum(Fraction(B[i, k]) * Fraction(A[k, j]) for k in range(512)) for j in range(5)]
+        err = sum(abs(Fraction(fused.weight[i, j]) - exact[j]) for j in range(5))
+        assert err <= Fraction(net.fusion_error()) * Fraction(float(np.abs(fused.weight[i]).sum() + abs(fused.bias[i])))
