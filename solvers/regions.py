@@ -7,7 +7,8 @@ the deepest point: max t s.t. (2 s_i - 1) z_i >= t * n_i, t <= xi <= 1 - t.
 
 - `interior_point`: that point when t > 0 (used to replay a MILP's pattern away from ties).
 - `has_no_interior`: a *sound* proof that the region has empty interior: a dual certificate of
-  t <= 0 verified in exact rational arithmetic. Patterns so proven can be cut from a MILP without
+  t <= 0 verified in exact rational arithmetic (the LP's multipliers with their residual absorbed
+  by the box rows, or else multipliers solved exactly on the LP's support). Patterns so proven can be cut from a MILP without
   changing its supremum over full-dimensional regions.
 """
 
@@ -110,7 +111,15 @@ def has_no_interior(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi:
     A, b = data  # exact rows of  A [xi; t] <= b, same order as the float LP
     if A.shape[0] != lp.A_ub.shape[0]:
         return False
-    return _farkas_bound(A, b, y, lo.size) <= 0
+    if _farkas_bound(A, b, y, lo.size) <= 0:
+        return True
+    # else solve for exact multipliers on the float support (works when the float ones are poor
+    # but the active set is right)
+    support = np.flatnonzero(y > 1e-9 * max(1.0, float(np.max(y))))
+    y_exact = _exact_dual(A[support], y[support])
+    if y_exact is None or any(v < 0 for v in y_exact):
+        return False
+    return sum((yi * bi for yi, bi in zip(y_exact, b[support])), Fraction(0)) <= 0
 
 
 def _farkas_bound(A: np.ndarray, b: np.ndarray, y_float: np.ndarray, n: int) -> Fraction:
@@ -173,6 +182,37 @@ def _exact_region_rows(net: Network, pattern, lo, hi):
         rows.append(e)
         rhs.append(Fraction(1))
     return np.array(rows, dtype=object), np.array(rhs, dtype=object)
+
+
+def _exact_dual(A_s: np.ndarray, y_float: np.ndarray) -> list[Fraction] | None:
+    """Exact y >= 0 (hopefully) with A_s^T y = (0, ..., 0, 1): the t-column sums to 1, the xi
+    columns cancel. Free unknowns keep their float values; pivots are solved exactly."""
+    m, k = A_s.shape  # k = n + 1 equations, m unknowns
+    aug = [[A_s[i, j] for i in range(m)] + [Fraction(int(j == k - 1))] for j in range(k)]
+    pivots = []
+    r = 0
+    for col in range(m):
+        piv = next((i for i in range(r, k) if aug[i][col] != 0), None)
+        if piv is None:
+            continue
+        aug[r], aug[piv] = aug[piv], aug[r]
+        inv = 1 / aug[r][col]
+        aug[r] = [v * inv for v in aug[r]]
+        for i in range(k):
+            if i != r and aug[i][col] != 0:
+                f = aug[i][col]
+                aug[i] = [a - f * b for a, b in zip(aug[i], aug[r])]
+        pivots.append(col)
+        r += 1
+        if r == k:
+            break
+    if any(all(v == 0 for v in row[:m]) and row[m] != 0 for row in aug):
+        return None  # inconsistent: the float support was wrong
+    y = [Fraction(float(v)) for v in y_float]
+    for row_i, col in enumerate(pivots):
+        rest = sum((aug[row_i][j] * y[j] for j in range(m) if j not in pivots), Fraction(0))
+        y[col] = aug[row_i][m] - rest
+    return y
 
 
 def _exact_constant_violation(net: Network, pattern, lo, hi) -> bool:

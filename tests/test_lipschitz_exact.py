@@ -301,3 +301,19 @@ def test_fusion_error_bound_is_sound_and_wide_layers_are_accepted():
         exact = [sum(Fraction(B[i, k]) * Fraction(A[k, j]) for k in range(512)) for j in range(5)]
         err = sum(abs(Fraction(fused.weight[i, j]) - exact[j]) for j in range(5))
         assert err <= Fraction(net.fusion_error()) * Fraction(float(np.abs(fused.weight[i]).sum() + abs(fused.bias[i])))
+
+
+def test_tie_patterns_with_poor_float_duals_are_still_cut():
+    """Duplicated neurons and opposite output rows (found by fuzzing): the solver's optimum is a
+    tie pattern without interior (value ~10.7 against 0.80); its flatness proof needs exact
+    multipliers solved on the float support. Oracle: region enumeration."""
+    h = np.vectorize(float.fromhex)
+    w = [(h(np.array([["0x1.50c89530e5b07p-1", "0x1.8bf5b69bc9764p-1"]])), h(np.array(["-0x1.46e77bfd85924p-2"]))),
+         (h(np.array([["0x1.9b5008fbf3629p-3"], ["0x1.9b5008fbf3629p-3"], ["-0x1.54806c8691d46p+0"]])), np.zeros(3)),
+         (h(np.array([["-0x1.0a72c998f5758p-1", "-0x1.df7bdf3a916c9p-4", "-0x1.431baaf726376p+0"],
+                      ["0x1.0a72c998f5758p-1", "0x1.df7bdf3a916c9p-4", "0x1.431baaf726376p+0"],
+                      ["0x1.43a8f592bf4b5p+0", "0x1.06185409dbee3p-2", "-0x1.84def820533cfp+1"]])),
+          h(np.array(["-0x1.14d5ddf89517fp-5", "0x1.14d5ddf89517fp-5", "0x1.a68b352343427p-5"])))]
+    value = exact_lipschitz(w, np.array([0.0, -2.0]), np.array([2.0, 0.0]), "linf", "l1")
+    cert = certify.local_lipschitz(sequential(w), [1.0, -1.0], 1.0, bounds="symbolic", backend="highs")
+    _assert_exact(cert, value)
