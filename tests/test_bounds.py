@@ -158,3 +158,43 @@ def test_lp_tightened_pass_bounds_hold_for_every_region(seed):
                 assert np.all(t >= tight.t_lo[j] - 1e-12) and np.all(t <= tight.t_hi[j] + 1e-12), j
                 t = scaled[j + 1][0] @ (s * t)
             assert np.all(t >= tight.out_lo - 1e-12) and np.all(t <= tight.out_hi + 1e-12)
+
+
+def test_lp_bounds_contain_exact_values_at_box_vertices():
+    """LP bounds used to sit 4e-15 inside an exact pre-activation (the LP composes weights through
+    stable neurons in float64). Oracle: exact rational forward passes at every box vertex, on the
+    fuzzed case that showed it and on random nets with weights of mixed scales."""
+    from fractions import Fraction
+    from itertools import product
+
+    def exact_pre(ws, x):
+        h, out = [Fraction(v) for v in x], []
+        for W, b in ws[:-1]:
+            z = [sum((Fraction(W[i, k]) * h[k] for k in range(len(h))), Fraction(0)) + Fraction(b[i]) for i in range(W.shape[0])]
+            out.append(z)
+            h = [max(v, Fraction(0)) for v in z]
+        return out
+
+    h = np.vectorize(float.fromhex)
+    fuzzed = [
+        (h([['-0x1.08fe78d587ccap+0', '0x1.981af588a2b14p+2'], ['-0x1.ab425fc12da94p-13', '0x1.7f93ae7a8f106p-11']]),
+         h(['0x1.80de1ee258357p-5', '0x1.c6007a0b7aaefp-10'])),
+        (h([['0x1.0000000000000p+0', '0x1.0000000000000p+0'], ['0x0.0p+0', '0x1.0000000000000p+0'], ['-0x1.0000000000000p+1', '0x1.0000000000000p+0'], ['-0x1.0000000000000p+1', '0x1.0000000000000p+0'], ['0x1.0000000000000p+0', '0x1.0000000000000p+1'], ['0x1.0000000000000p+1', '-0x1.0000000000000p+0'], ['0x0.0p+0', '-0x1.0000000000000p+1']]),
+         h(['-0x1.c066358e9330ep-2', '-0x1.5b1d1366d4165p-11', '-0x1.dd349d1369fb8p-13', '-0x1.1911918ba5b05p+0', '0x1.8818a00ec981bp+6', '0x1.24c6ff01453ddp+6', '0x1.9c30186338adep-16'])),
+        (h([['-0x1.ebb720cc1919bp-14', '0x1.9e57d6ce411cbp-13', '-0x1.d36618d15e0f4p-14', '-0x1.683b762cff55ep-13', '0x1.11ab686a09519p-16', '-0x1.f97a6bfcb6ccfp-19', '0x1.6848bb94771c9p-13'], ['0x1.ce997471b15efp-17', '-0x1.78694507592b1p-14', '0x1.063d05987907ap-13', '0x1.fd004e3093862p-12', '0x1.14a5699ebfe83p-15', '0x1.70614606a7513p-13', '-0x1.97bbfadc2d518p-13'], ['-0x1.777812ce36350p-10', '0x1.dab352cd6f2d4p-8', '-0x1.e72b590fc42ecp-7', '0x1.05d65c751bb68p-8', '0x1.bb6839898aa66p-7', '0x1.24ef9c996323fp-8', '-0x1.d62caa0ea4014p-6'], ['-0x1.bc9dad12d3a73p-14', '0x1.8c0636f71bbe8p-13', '0x1.839c45ba5dc71p-16', '-0x1.860ce49370e64p-15', '-0x1.0e3843d4dcac3p-14', '-0x1.ba6f9172177c7p-15', '-0x1.99b951d5eab4fp-16'], ['0x1.8318e140b5875p+1', '0x1.12810d00c4af7p+0', '-0x1.0e7155a5957a3p+0', '-0x1.62f376dbe7850p-5', '-0x1.1c446fa466364p+0', '-0x1.1aa2a16dc2b1cp-1', '-0x1.1058d3be61276p+1'], ['0x1.92d5c6cb14269p-1', '0x1.4245a2a4d366cp-5', '0x1.add50250cbaffp-5', '-0x1.e3ba067c8c29ep-2', '0x1.18bb4b1911a38p-1', '-0x1.6e637827ddbd7p-1', '0x1.a08f040da4249p-3'], ['-0x1.6c0f4b1479f19p+1', '-0x1.de11982b71842p-3', '0x1.f0f43ebe59fd7p+0', '-0x1.3160f034cf98cp+1', '0x1.d40a337686479p-2', '-0x1.99494838659f4p+0', '-0x1.c4585349e06e4p+0']]),
+         h(['0x1.751a770bd3c98p+5', '-0x1.38dadb7366767p-16', '0x1.93fb8319515bdp-11', '-0x1.73c7aaabd4656p-12', '-0x1.6c1796aa0a2c3p-1', '-0x1.4ee1b03493085p-1', '-0x1.ea1f22a7b2f26p-1'])),
+        (h([['0x1.64b9eb6307929p+3', '0x1.e306784877428p+3', '-0x1.3b9d6f5f1a44cp+3', '0x1.2b6c049013747p+3', '-0x1.04d15b25b001dp+0', '0x1.4463333b030f5p+3', '0x1.6ad6fc79efe2bp+3'], ['-0x1.227c5b33f434dp-10', '0x1.0771964369526p-9', '-0x1.833f64eb14b02p-10', '-0x1.5c8dd83927ccfp-11', '-0x1.d0712afdbd345p-13', '0x1.72fca99a27dfcp-12', '-0x1.36c00677a93c9p-11']]),
+         h(['0x1.8054b01b627f6p-6', '-0x1.0c2383901d360p+3'])),
+    ]
+    cases = [fuzzed]
+    for seed in range(8):
+        rng = np.random.default_rng(seed)
+        sizes = [2, 7, 7, 2]
+        cases.append([(rng.standard_normal((b, a)) * 10.0 ** rng.uniform(-4, 3, size=(b, 1)), rng.standard_normal(b))
+                      for a, b in zip(sizes, sizes[1:])])
+    lo, hi = np.array([-0.5, 0.5]), np.array([0.5, 1.5])
+    for seed, ws in enumerate(cases):
+        nb = network_bounds(sequential(ws), lo, hi, "lp")
+        for x in product(*zip(lo, hi)):
+            for j, z in enumerate(exact_pre(ws, x)):
+                assert all(Fraction(nb.pre_lo[j][i]) <= v <= Fraction(nb.pre_hi[j][i]) for i, v in enumerate(z)), (seed, x, j)

@@ -20,7 +20,7 @@ import scipy.sparse as sp
 
 from models.ir import Affine
 
-from .rounding import round_up
+from .rounding import gamma, round_up
 from .types import UNSTABLE, phases
 
 
@@ -115,13 +115,20 @@ def lp_tighten_layer(
     lp = SafeLp(builder.build())
     rows = enc.post[j - 1].affine(blocks[j].weight, blocks[j].bias)
     coef = rows.widened(lp.model.num_vars).toarray()
+    # the LP's rows and objective compose weights through stable neurons in float64: its optimum
+    # is sound for those rounded expressions, so widen by their rounding (as the symbolic step)
+    mag, length = np.maximum(np.abs(lo), np.abs(hi)), 0
+    for blk in blocks[: j + 1]:
+        mag = np.abs(blk.weight) @ mag + np.abs(blk.bias)
+        length += blk.in_dim + 2
+    slack = 4.0 * 2.0**j * gamma(length) * mag + 1e-300
     for i in unstable:
         if deadline is not None and time.perf_counter() > deadline:
             break
-        u_j[i] = min(u_j[i], lp.upper(coef[i], rows.const[i]))
+        u_j[i] = min(u_j[i], lp.upper(coef[i], rows.const[i]) + slack[i])
         if u_j[i] <= 0:
             continue  # proven inactive
         if deadline is not None and time.perf_counter() > deadline:
             break
-        l_j[i] = max(l_j[i], lp.lower(coef[i], rows.const[i]))
+        l_j[i] = max(l_j[i], lp.lower(coef[i], rows.const[i]) - slack[i])
     return l_j, u_j, lp.solves
