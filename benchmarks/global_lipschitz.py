@@ -56,7 +56,7 @@ def run(nets: list[str], methods: list[str], repeats: int) -> list[dict]:
                 "min_seconds": min(times),
                 "max_seconds": max(times),
                 "repeats": repeats,
-                "validated": result.validated,
+                "certified": result.certified,
                 "status": result.status,
                 "solver_bound": result.details.get("solver_bound", result.upper),
                 "pieces": len(pieces) if pieces else 1,

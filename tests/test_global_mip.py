@@ -28,7 +28,7 @@ def test_sandwich_sampled_mip_sdp_naive(sizes, seed, p, q):
 
     net = random_relu_net(sizes, seed=seed)
     mip = global_lipschitz(net, "mip", input_norm=p, output_norm=q, domain=(-1.0, 1.0))
-    assert mip.method == "mip" and mip.validated
+    assert mip.method == "mip" and mip.certified
     assert mip.lower <= mip.upper
     assert _sampled(net, -1.0, 1.0, p, q) <= mip.upper
     neuron = global_lipschitz(net, "lipsdp-neuron", input_norm=p, output_norm=q).upper
@@ -39,7 +39,7 @@ def test_sandwich_sampled_mip_sdp_naive(sizes, seed, p, q):
     assert layer <= global_lipschitz(net, "naive", input_norm="l2", output_norm="l2").upper * _factor(net, p, q) * (1 + 1e-9)
     assert mip.upper <= naive * (1 + 1e-6)
     if mip.status == "optimal":
-        assert mip.details["exact"]
+        assert mip.exact
 
 
 def _factor(net, p, q):
@@ -67,7 +67,7 @@ def test_all_includes_mip_with_a_domain():
     assert "mip" not in res.skipped
     # "best" is a bound for all inputs (never the domain-only mip value); best_on_domain may be
     mip = res.results[-1]
-    assert mip.scope == "domain" and all(r.scope == "global" for r in res.results[:-1])
+    assert mip.scope == "box" and all(r.scope == "global" for r in res.results[:-1])
     assert res.best.upper == min(r.upper for r in res.results[:-1]) == res.upper
     assert res.best_on_domain.upper == min(r.upper for r in res.results)
     assert res.to_dict()["best_on_domain"]["upper"] == res.best_on_domain.upper
@@ -78,5 +78,5 @@ def test_cli_mip(cli):
             "--input-norm", "linf", "--output-norm", "l1", "--json")
     assert r.code == 0, r.err
     out = r.json()
-    assert out["method"] == "mip" and out["validated"] is True
+    assert out["method"] == "mip" and out["certified"] is True
     assert out["lower"] <= out["upper"]

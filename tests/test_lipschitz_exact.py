@@ -183,7 +183,7 @@ def test_domain_box_call_of_the_global_helper():
     lo, hi = np.array([-0.7, -0.2, 0.1]), np.array([0.9, 0.4, 0.5])
     radius = float(np.max((hi - lo) / 2)) * (1 + 1e-9)
     cert = certify.local_lipschitz(net, (lo + hi) / 2, radius, domain=(lo, hi), input_norm="l1", output_norm="l1", mip_gap=None)
-    assert np.array_equal(cert.domain_lo, lo) and np.array_equal(cert.domain_hi, hi)
+    assert np.array_equal(cert.box.lo, lo) and np.array_equal(cert.box.hi, hi)
     _assert_exact(cert, exact_lipschitz(w, lo, hi, "l1", "l1"))
     vec = certify.local_lipschitz(net, (lo + hi) / 2, (hi - lo) / 2, input_norm="l1", output_norm="l1")
     assert vec.lower == pytest.approx(cert.lower, rel=1e-9)

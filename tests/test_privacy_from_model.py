@@ -33,7 +33,7 @@ def test_model_constant_bounds_gradients_and_sets_the_scale(cli, model_path, mec
     assert r.code == 0, r.err
     out = r.json()
     lip = out["lipschitz"]
-    assert lip["origin"] == "certificate" and lip["certificate"]["validated"] is True
+    assert lip["origin"] == "certificate" and lip["certificate"]["certified"] is True
     assert (lip["input_norm"], lip["output_norm"]) == (metric, q)
     net = load_onnx(model_path)
     assert _max_sampled_norm(net, metric, q) <= lip["value"]

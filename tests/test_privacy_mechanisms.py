@@ -14,6 +14,7 @@ from scipy import stats
 
 from certify.cli.common import jsonable
 from certify.errors import BadInput
+from certify.lipschitz.global_result import GlobalLipschitzResult
 from certify.privacy import (GaussInput, GaussOutput, LapOutput, LogisticOutput, NumpySampler, SecureSampler, chain,
                              layer_product_bound, lipschitz_source)
 from models import from_torch
@@ -99,33 +100,34 @@ def test_gauss_input_perturbs_the_input():
     assert m.guarantee_at(0.05).epsilon == chain(m.guarantee, 0.05).epsilon == pytest.approx(1.5)
 
 
-class FakeCertificate:
-    """What a Lipschitz engine returns: an interval with a status."""
-
-    def __init__(self, upper, lower=0.5, output_norm="l2", certified=True):
-        self.upper, self.lower, self.output_norm, self.input_norm = upper, lower, output_norm, "l2"
-        self.certified = certified
-        self.method = "lipsdp-neuron"
-
-    def to_dict(self):
-        return {"lower": self.lower, "upper": self.upper, "status": "optimal", "method": self.method}
+def _cert(upper, lower=None, output_norm="l2", certified=True, status="certified"):
+    """A real global-bound certificate (the protocol's attribute names, no fake)."""
+    return GlobalLipschitzResult(lower, upper, status, certified, None, "l2", output_norm, 0.1, method="lipsdp-neuron")
 
 
 def test_certificate_provenance_is_recorded(net):
-    m = GaussOutput(net, FakeCertificate(3.0), epsilon=1.0, delta=1e-5, alpha=0.1, sampler=0)
+    m = GaussOutput(net, _cert(3.0, lower=0.5), epsilon=1.0, delta=1e-5, alpha=0.1, sampler=0)
     lip = m.guarantee.lipschitz
     assert lip.origin == "certificate" and lip.method == "lipsdp-neuron" and lip.value == 3.0
-    assert lip.certificate == {"lower": 0.5, "upper": 3.0, "status": "optimal", "method": "lipsdp-neuron"}
+    assert lip.certificate["upper"] == 3.0 and lip.certificate["lower"] == 0.5
+    assert lip.certificate["schema"] == "certify.certificate/1" and lip.certificate["status"] == "certified"
     assert m.sensitivity == pytest.approx(0.3)  # the upper bound, never the lower one
     d = jsonable(m.to_dict())
     assert d["guarantee"]["lipschitz"]["certificate"]["method"] == "lipsdp-neuron"
 
 
+class _LooksLikeACertificate:
+    """Anything with an `upper` attribute is not a certificate: only the protocol's types are read."""
+
+    upper, lower, output_norm, input_norm, validated = 3.0, 0.5, "l2", "l2", False
+
+
 @pytest.mark.parametrize("cert,fragment", [
-    (FakeCertificate(None), "upper bound"),
-    (FakeCertificate(math.inf), "inf"),
-    (FakeCertificate(3.0, certified=False), "not certified"),
-    (FakeCertificate(3.0, output_norm="l1"), "l2 output norm"),
+    (_cert(None), "upper bound"),
+    (_cert(math.inf), "inf"),
+    (_cert(3.0, certified=False, status="time_limit"), "not certified"),
+    (_cert(3.0, output_norm="l1"), "l2 output norm"),
+    (_LooksLikeACertificate(), "expected a number or a certify certificate"),
     (-1.0, "non-negative"),
     ("3", "expected a number"),
 ])
@@ -161,10 +163,10 @@ def test_layer_product_bound_dominates_sampled_ratios(net, p, q):
 
 
 def test_lipschitz_source_checks_requested_norms():
-    src = lipschitz_source(FakeCertificate(2.0, output_norm="l1"), input_norm="l2", output_norm="l1")
+    src = lipschitz_source(_cert(2.0, output_norm="l1"), input_norm="l2", output_norm="l1")
     assert src.value == 2.0
     with pytest.raises(BadInput):
-        lipschitz_source(FakeCertificate(2.0), input_norm="linf", output_norm="l2")
+        lipschitz_source(_cert(2.0), input_norm="linf", output_norm="l2")
 
 
 @pytest.mark.parametrize("kwargs,fragment", [

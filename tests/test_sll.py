@@ -122,7 +122,7 @@ def test_torch_dense_sll_network():
     net = sll_from_torch(model)
     assert [type(l).__name__ for l in net.layers] == ["SLLLayer", "SLLLayer", "Affine"]
     res = global_lipschitz(net)
-    assert res.method == "sll" and res.validated
+    assert res.method == "sll" and res.certified
     Q = F.normalize(model[2].weight.detach().double(), dim=1).numpy()
     q_norm = np.linalg.norm(Q, 2)
     assert q_norm > 1.0  # unit rows do not make the last layer 1-Lipschitz

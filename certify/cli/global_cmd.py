@@ -55,11 +55,12 @@ def _global(args: argparse.Namespace) -> int:
     out = result.to_dict()
 
     def line(r: dict) -> str:
-        extra = f", lower {fmt(r['lower'])}" if "lower" in r else ""
-        flag = "validated" if r["validated"] else "NOT validated"
-        status = "" if r["status"] == "certified" else f" [{r['status']}]"
+        extra = f", lower {fmt(r['lower'])}" if r.get("lower") is not None else ""
+        flag = {"certified": "certified", "fallback": "FALLBACK: plain norm product, the SDP certificate failed"}.get(
+            r["status"], r["status"]) if r["certified"] else f"NOT certified, {r['status']}"
+        where = "" if r["scope"] == "global" else ", on the domain only"
         return (f"{r['method']:>14}: Lip_{r['input_norm']}->{r['output_norm']} <= {fmt(r['upper'])}{extra} "
-                f"({flag}, {r['seconds']:.2f}s){status}")
+                f"({flag}{where}, {r['seconds']:.2f}s)")
 
     def human(r: dict) -> None:
         c = console()

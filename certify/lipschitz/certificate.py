@@ -2,34 +2,30 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
+from ..certificate import Certificate
+
 
 @dataclass
-class LipschitzCertificate:
-    """A certified interval [lower, upper] for the local Lipschitz constant.
+class LipschitzCertificate(Certificate):
+    """A certified interval [lower, upper] for the local Lipschitz constant over `box`.
 
-    `upper` is the MILP solver's dual bound, widened for solver tolerances (or a cheaper sound
-    bound when smaller); `lower` is the norm of the exact Jacobian at `witness`, a point of the
-    domain where the network is certified differentiable, recomputed in float64. `exact` is true
-    only when the interval closed (status "optimal") for a MILP-exact norm pair. Statuses:
-    "optimal", "time_limit", "interrupted", "open_gap" (the solver finished but no replayed
-    witness reaches its bound, e.g. its optimum sits on a degenerate activation pattern).
+    `upper` is a proven bound: the MILP's dual bound re-proven by a branch-and-bound with safe
+    (directed-rounding) LP bounds outside the MILP solver, or a cheaper sound bound when that is
+    smaller. `lower` is the norm of the exact Jacobian at `witness`, a point of the box where the
+    network is certified differentiable, recomputed in float64. Statuses (`certify.Status`):
+    "optimal" (the proven interval closed), "time_limit", "interrupted", "open_gap" (the search
+    finished but no replayed witness reaches the proven bound).
     """
 
-    lower: float
-    upper: float
-    status: str
-    exact: bool
-    backend: str
-    seconds: float
-    witness: np.ndarray | None
-    input_norm: str
-    output_norm: str | None
-    domain_lo: np.ndarray
-    domain_hi: np.ndarray
+    KIND: ClassVar[str] = "local_lipschitz"
+
+    backend: str = "none"
+    witness: np.ndarray | None = None
     target: np.ndarray | None = None
     margin: tuple[int, int] | None = None
     method: str = "milp"
@@ -43,20 +39,11 @@ class LipschitzCertificate:
     binaries: int = 0
     bound_seconds: float = 0.0
     solver_seconds: float = 0.0
+    proof: dict = field(default_factory=dict)
     witness_direction: np.ndarray | None = None
-    notes: list[str] = field(default_factory=list)
 
-    @property
-    def gap(self) -> float:
-        return float(self.upper - self.lower)
-
-    def to_dict(self) -> dict:
-        out = asdict(self)
-        for key, val in out.items():
-            if isinstance(val, np.ndarray):
-                out[key] = val.tolist()
-        out["gap"] = self.gap
-        return out
+    def _extra_dict(self) -> dict:
+        return {"gap": self.gap}
 
     def __str__(self) -> str:
         pair = f"{self.input_norm}->{self.output_norm}" if self.target is None else f"{self.input_norm} (target)"

@@ -28,12 +28,14 @@ from typing import Any
 
 import numpy as np
 
+from models.box import Box, parse_domain
 from models.errors import BadInput
 from models.ir import Network
 from solvers.blas import single_threaded_blas
 from solvers.norms import parse_norm
 from solvers.psd import add_up, mul_up
 
+from ..certificate import Status
 from .global_result import GlobalLipschitzComparison, GlobalLipschitzResult, norm_conversion
 from .norm_product import fused_blocks, naive_bound
 
@@ -94,12 +96,12 @@ def _global_lipschitz(net, method, input_norm, output_norm, domain, solver, accu
         from .sll import sll_lipschitz
 
         result = sll_lipschitz(net, p, q)
-        return GlobalLipschitzComparison([result], {}) if method == "all" else result
+        return GlobalLipschitzComparison.of([result], {}) if method == "all" else result
     if not isinstance(net, Network):
         raise BadInput(f"global_lipschitz expects a models.Network or SLLNetwork, got {type(net).__name__}")
     if method == "sll":
         raise BadInput("method 'sll' certifies SLL networks (models.sll.SLLNetwork); this is a feed-forward Network")
-    box = _parse_domain(net, domain) if domain is not None else None
+    box = Box.from_bounds(*parse_domain(domain, net.input_dim)) if domain is not None else None
     if accuracy is not None:
         accuracy = _positive(accuracy, "accuracy")
     sdp = dict(solver=solver, accuracy=accuracy, structure=structure, max_neurons=max_neurons, time_limit=time_limit)
@@ -126,7 +128,7 @@ def _all(net, p, q, box, sdp, backend, time_limit, mip_gap) -> GlobalLipschitzCo
                 skipped[method] = reason
                 continue
         results.append(_run(net, method, p, q, box, sdp, backend, time_limit, mip_gap))
-    return GlobalLipschitzComparison(results, skipped)
+    return GlobalLipschitzComparison.of(results, skipped)
 
 
 # ----------------------------------------------------------------------------------- helpers
@@ -138,24 +140,6 @@ def _positive(value: float, name: str) -> float:
     if not (math.isfinite(v) and v > 0):
         raise BadInput(f"{name} must be a positive number, got {value!r}")
     return v
-
-
-def _parse_domain(net: Network, domain) -> tuple[np.ndarray, np.ndarray]:
-    try:
-        lo, hi = domain
-    except (TypeError, ValueError):
-        raise BadInput("domain must be a pair (lo, hi) of numbers or vectors") from None
-    n = net.input_dim
-    try:
-        lo = np.broadcast_to(np.asarray(lo, dtype=np.float64), (n,)).copy()
-        hi = np.broadcast_to(np.asarray(hi, dtype=np.float64), (n,)).copy()
-    except ValueError:
-        raise BadInput(f"domain bounds must be scalars or vectors of length {n} (the model's inputs)") from None
-    if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
-        raise BadInput("domain bounds must be finite numbers")
-    if np.any(lo >= hi):
-        raise BadInput("domain must have lo < hi in every coordinate")
-    return lo, hi
 
 
 # --------------------------------------------------------------------------------------- SDP
@@ -202,8 +186,9 @@ def sdp_bound(
         "pieces": l2.pieces,
         "solver_seconds": l2.solver_seconds,
     }
-    status = "fallback" if l2.fallback else "certified"
-    return GlobalLipschitzResult(mul_up(l2_upper, c), method, time.perf_counter() - t0, p, q, True, status=status, details=details)
+    status = Status.FALLBACK if l2.fallback else Status.CERTIFIED
+    return GlobalLipschitzResult(None, mul_up(l2_upper, c), status, input_norm=p, output_norm=q,
+                                 seconds=time.perf_counter() - t0, method=method, details=details)
 
 
 # --------------------------------------------------------------------------------------- MIP
@@ -223,7 +208,7 @@ def mip_bound(
     net: Network,
     p: str,
     q: str,
-    box: tuple[np.ndarray, np.ndarray] | None,
+    box: Box | None,
     *,
     backend: str = "auto",
     time_limit: float | None = None,
@@ -231,8 +216,6 @@ def mip_bound(
 ) -> GlobalLipschitzResult:
     """The exact constant over the domain box from the local-Lipschitz MILP (its dual bound).
 
-    The box [lo, hi] is passed as center (lo + hi) / 2 with an l_inf radius slightly above the
-    largest half-width, intersected with the domain (lo, hi): the MILP's region is exactly the box.
     """
     if box is None:
         raise BadInput("method mip certifies the constant over a domain: pass domain=(lo, hi) (--domain LO,HI)")
@@ -245,20 +228,11 @@ def mip_bound(
     except ImportError:
         raise BadInput("the MILP engine is not available (certify.lipschitz.local); use another method") from None
     t0 = time.perf_counter()
-    lo, hi = box
-    center = 0.5 * (lo + hi)
-    radius = float(np.max(0.5 * (hi - lo))) * (1.0 + 1e-9)
-    cert = local_lipschitz(net, center, radius, domain=(lo, hi), input_norm=p, output_norm=q,
-                           backend=backend, time_limit=time_limit, mip_gap=mip_gap)
+    cert = local_lipschitz(net, box, input_norm=p, output_norm=q, backend=backend, time_limit=time_limit, mip_gap=mip_gap)
     upper = float(cert.upper)
-    details = {
-        "domain": {"lo": lo.tolist(), "hi": hi.tolist()} if lo.size <= 64 else {"lo_min": float(lo.min()), "hi_max": float(hi.max())},
-        "backend": getattr(cert, "backend", None),
-        "exact": bool(getattr(cert, "exact", False)),
-        "certificate": cert.to_dict(),
-    }
-    return GlobalLipschitzResult(upper, "mip", time.perf_counter() - t0, p, q, math.isfinite(upper),
-                                 lower=float(cert.lower), status=str(cert.status), details=details, scope="domain")
+    details = {"backend": cert.backend, "certificate": cert.to_dict()}
+    return GlobalLipschitzResult(float(cert.lower), upper, cert.status, cert.certified and math.isfinite(upper), cert.box,
+                                 p, q, time.perf_counter() - t0, list(cert.notes), method="mip", details=details)
 
 
 __all__ = ["GlobalLipschitzComparison", "GlobalLipschitzResult", "METHODS", "global_lipschitz", "mip_bound", "sdp_bound"]

@@ -3,82 +3,63 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from solvers.psd import mul_up, sqrt_up
 
+from ..certificate import Certificate, Status
+
 
 @dataclass
-class GlobalLipschitzResult:
+class GlobalLipschitzResult(Certificate):
     """A certified upper bound on the Lipschitz constant ||f(x) - f(y)||_q <= upper ||x - y||_p.
 
-    `validated` means the bound was proven in float64 outside any solver (Cholesky proof of the
-    SDP multipliers, proven norms), or, for "mip", is the MILP solver's dual bound widened for its
-    tolerances (the local-Lipschitz certificate's upper bound). `lower` is only set by "mip" (a
-    witness-backed lower bound over the domain). `status` is "certified", "fallback" (part of an
-    SDP bound came from a norm product because its certificate could not be proven) or the MILP
-    status. `scope` is "global" (holds for all inputs) or "domain" ("mip": only on its box).
+    `certified` means the bound was proven in float64 outside any solver (Cholesky proof of the
+    SDP multipliers, proven norms, or for "mip" the proven MILP bound of a local certificate).
+    `lower` is only set by "mip" (a witness-backed lower bound over the domain). `status` is
+    "certified", "fallback" (part of an SDP bound came from a norm product because its
+    certificate could not be proven) or the MILP certificate's status. `box` is None for a global
+    bound and the domain box for "mip" (scope "box": the bound holds only there).
     """
 
-    upper: float
-    method: str
-    seconds: float
-    input_norm: str
-    output_norm: str
-    validated: bool
-    lower: float | None = None
-    status: str = "certified"
-    details: dict[str, Any] = field(default_factory=dict)
-    scope: str = "global"
+    KIND: ClassVar[str] = "global_lipschitz"
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {
-            "upper": self.upper,
-            "method": self.method,
-            "seconds": self.seconds,
-            "input_norm": self.input_norm,
-            "output_norm": self.output_norm,
-            "validated": self.validated,
-            "status": self.status,
-            "scope": self.scope,
-        }
-        if self.lower is not None:
-            out["lower"] = self.lower
-        out["details"] = self.details
-        return out
+    method: str = "naive"
+    details: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
-class GlobalLipschitzComparison:
+class GlobalLipschitzComparison(Certificate):
     """method="all": one result per applicable method, the best (smallest) global upper bound,
-    the best bound over the domain when one was given, and the skipped methods with the reason."""
+    the best bound over the domain when one was given, and the skipped methods with the reason.
+    Its own interval is the best global bound (and, on the domain, the MILP's lower bound)."""
 
-    results: list[GlobalLipschitzResult]
-    skipped: dict[str, str]
+    KIND: ClassVar[str] = "global_lipschitz_comparison"
+
+    results: list[GlobalLipschitzResult] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, results: list[GlobalLipschitzResult], skipped: dict[str, str]) -> "GlobalLipschitzComparison":
+        best = min((r for r in results if r.box is None), key=lambda r: r.upper)
+        status = Status.FALLBACK if best.status == Status.FALLBACK else Status.CERTIFIED
+        return cls(None, best.upper, status, all(r.certified for r in results), None, best.input_norm,
+                   best.output_norm, sum(r.seconds for r in results), [], results, skipped)
 
     @property
     def best(self) -> GlobalLipschitzResult:
         """The smallest bound that holds for every input (a domain-only "mip" value never counts)."""
-        return min((r for r in self.results if r.scope == "global"), key=lambda r: r.upper)
+        return min((r for r in self.results if r.box is None), key=lambda r: r.upper)
 
     @property
     def best_on_domain(self) -> GlobalLipschitzResult | None:
         """The smallest bound valid on the domain (global bounds hold there too), if one was given."""
-        if not any(r.scope == "domain" for r in self.results):
+        if not any(r.box is not None for r in self.results):
             return None
         return min(self.results, key=lambda r: r.upper)
 
-    @property
-    def upper(self) -> float:
-        return self.best.upper
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {
-            "method": "all",
-            "results": [r.to_dict() for r in self.results],
-            "best": self.best.to_dict(),
-            "skipped": self.skipped,
-        }
+    def _extra_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"method": "all", "best": self.best.to_dict()}
         on_domain = self.best_on_domain
         if on_domain is not None:
             out["best_on_domain"] = on_domain.to_dict()

@@ -24,6 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
+from models.box import Box
 from models.errors import BadInput
 from models.ir import Network
 from solvers.bounds import METHODS as BOUND_METHODS
@@ -63,8 +64,8 @@ class _Outcome:
 
 def local_lipschitz(
     net: Network,
-    center: Sequence[float] | np.ndarray,
-    radius: float | Sequence[float] | np.ndarray,
+    center: Sequence[float] | np.ndarray | Box,
+    radius: float | Sequence[float] | np.ndarray | None = None,
     *,
     domain: tuple | None = None,
     input_norm: str = "linf",
@@ -102,7 +103,8 @@ def local_lipschitz(
     t_start = time.perf_counter()
     if not isinstance(net, Network):
         raise BadInput("net must be a certify Network (load it with certify.load_onnx or certify.from_torch)")
-    lo, hi = _box(net, center, radius, domain)
+    box = _box(net, center, radius, domain)
+    lo, hi = np.array(box.lo), np.array(box.hi)
     p = parse_norm(input_norm, "input norm")
     c = _scalar_target(net, margin, target)
     q = None if c is not None else parse_norm(output_norm, "output norm")
@@ -191,18 +193,21 @@ def local_lipschitz(
         else:
             notes.append("the solver's optimum has no replayable witness (degenerate activation pattern)")
     backends = sorted({o.result.backend for o in outcomes if o.result is not None}) or ["none"]
+    if status == "optimal" and not _closed(lower, upper, DEFAULT_MIP_GAP):
+        status = "open_gap"
+        notes.append(f"the interval closed only to the requested gap {mip_gap:g}")
     return LipschitzCertificate(
         lower=float(lower),
         upper=float(upper),
         status=status,
-        exact=status == "optimal" and _closed(lower, upper, DEFAULT_MIP_GAP),
-        backend="+".join(backends),
-        seconds=time.perf_counter() - t_start,
-        witness=None if best_point is None else best_point.x,
+        certified=True,
+        box=box,
         input_norm=p,
         output_norm=q,
-        domain_lo=lo,
-        domain_hi=hi,
+        seconds=time.perf_counter() - t_start,
+        notes=notes,
+        backend="+".join(backends),
+        witness=None if best_point is None else best_point.x,
         target=c,
         margin=None if margin is None else (int(margin[0]), int(margin[1])),
         method=method,
@@ -217,37 +222,18 @@ def local_lipschitz(
         bound_seconds=bound_seconds,
         solver_seconds=sum(o.result.seconds for o in outcomes if o.result is not None),
         witness_direction=best_direction,
-        notes=notes,
     )
 
 
 # ----------------------------------------------------------------------------- validation
-def _box(net: Network, center, radius, domain) -> tuple[np.ndarray, np.ndarray]:
-    center = net.check_input(parse_vector(center, "center"), "center")
-    if center.ndim != 1:
-        raise BadInput("center must be a single input vector")
-    r = np.asarray(radius, dtype=np.float64).reshape(-1) if not np.isscalar(radius) else np.array([float(radius)])
-    if r.size == 1:
-        r = np.full(center.size, float(r[0]))
-    if r.size != center.size:
-        raise BadInput(f"radius has {r.size} values but the model takes {center.size} inputs")
-    if not np.all(np.isfinite(r)) or np.any(r <= 0):
-        raise BadInput(f"radius must be positive and finite, got {radius!r}")
-    lo, hi = center - r, center + r
-    if domain is not None:
-        if len(domain) != 2:
-            raise BadInput("domain must be a pair (lo, hi) of numbers or vectors")
-        dlo = np.broadcast_to(np.asarray(domain[0], dtype=np.float64), center.shape)
-        dhi = np.broadcast_to(np.asarray(domain[1], dtype=np.float64), center.shape)
-        if not (np.all(np.isfinite(dlo)) and np.all(np.isfinite(dhi))) or np.any(dlo >= dhi):
-            raise BadInput("domain must satisfy lo < hi with finite values")
-        lo, hi = np.maximum(lo, dlo), np.minimum(hi, dhi)
-    bad = np.flatnonzero(hi <= lo)
-    if bad.size:
-        k = int(bad[0])
-        raise BadInput(f"the box center +/- radius does not meet the domain in input {k} "
-                       f"(it leaves [{lo[k]:g}, {hi[k]:g}]); move the center inside the domain or enlarge the radius")
-    return lo, hi
+def _box(net: Network, center, radius, domain) -> Box:
+    if isinstance(center, Box):
+        if radius is not None or domain is not None:
+            raise BadInput("give either a Box or center, radius (and domain), not both")
+        return center.check_dim(net.input_dim)
+    if radius is None:
+        raise BadInput("local_lipschitz needs a Box, or a center and a radius")
+    return Box.around(center, radius, domain=domain, dim=net.input_dim)
 
 
 def _scalar_target(net: Network, margin, target) -> np.ndarray | None:

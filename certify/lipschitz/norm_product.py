@@ -140,4 +140,5 @@ def naive_bound(net: Network, p: str, q: str) -> GlobalLipschitzResult:
         cost, path = new_cost, new_path
     upper = cost[q]  # every run offers every norm pair, so q is always reached
     details = {"intermediate_norms": path.get(q, [])[1:-1], "layers": len(net.layers)}
-    return GlobalLipschitzResult(upper, "naive", time.perf_counter() - t0, p, q, True, details=details)
+    return GlobalLipschitzResult(None, upper, "certified", input_norm=p, output_norm=q,
+                                 seconds=time.perf_counter() - t0, method="naive", details=details)

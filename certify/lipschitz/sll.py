@@ -72,4 +72,5 @@ def sll_lipschitz(net: SLLNetwork, p: str = "l2", q: str = "l2") -> GlobalLipsch
         upper = mul_up(upper, bound)
     c, why = norm_conversion(p, q, net.input_dim, net.output_dim)
     details = {"l2_bound": upper, "norm_conversion": c, "conversion": why, "layers": layers}
-    return GlobalLipschitzResult(mul_up(upper, c), "sll", time.perf_counter() - t0, p, q, True, details=details)
+    return GlobalLipschitzResult(None, mul_up(upper, c), "certified", input_norm=p, output_norm=q,
+                                 seconds=time.perf_counter() - t0, method="sll", details=details)

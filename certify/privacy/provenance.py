@@ -2,8 +2,8 @@
 
 A noise scale is only as sound as the sensitivity it was calibrated from, so every mechanism
 records its `LipschitzSource`: a number given by the user (taken on trust and labelled so), a
-certificate object from a Lipschitz engine (anything with an `upper` attribute; its `to_dict()`
-and `method` are recorded), or the layer-product bound computed here from a network IR.
+`certify.certificate.Certificate` (read through the protocol: `upper`, `certified`, norms, `box`;
+its `to_dict()` is recorded), or the layer-product bound computed here from a network IR.
 Lower bounds and uncertified estimates are refused: only an upper bound keeps the noise sufficient.
 """
 
@@ -15,12 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from ..certificate import Certificate
 from ..errors import BadInput
 from .params import check_lipschitz, check_metric
-
-# attribute names under which Lipschitz certificates may state their norms
-_INPUT_NORM_ATTRS = ("input_norm", "norm_in", "p")
-_OUTPUT_NORM_ATTRS = ("output_norm", "norm_out", "q")
 
 
 @dataclass(frozen=True)
@@ -74,14 +71,6 @@ class LipschitzSource:
                            "hold there; certify the constant on a domain containing every input you release")
 
 
-def _first_attr(obj: Any, names: tuple[str, ...]) -> Any:
-    for name in names:
-        value = getattr(obj, name, None)
-        if isinstance(value, str):
-            return value
-    return None
-
-
 def lipschitz_source(obj: Any, *, input_norm: str | None = None, output_norm: str | None = None,
                      what: str = "lipschitz") -> LipschitzSource:
     """Turn a number, a `LipschitzSource` or a certificate object into a `LipschitzSource`.
@@ -92,13 +81,14 @@ def lipschitz_source(obj: Any, *, input_norm: str | None = None, output_norm: st
     """
     if isinstance(obj, LipschitzSource):
         src = obj
-    elif hasattr(obj, "upper") and not isinstance(obj, (str, bytes)):
+    elif isinstance(obj, Certificate):
         src = _from_certificate(obj, what)
     elif isinstance(obj, (int, float, np.integer, np.floating)) and not isinstance(obj, bool):
         src = LipschitzSource(check_lipschitz(obj, what), input_norm, output_norm, "user")
     else:
         raise BadInput(
-            f"{what}: expected a number or a Lipschitz certificate with an `upper` bound, got {type(obj).__name__}"
+            f"{what}: expected a number or a certify certificate (certify.local_lipschitz, certify.global_lipschitz), "
+            f"got {type(obj).__name__}"
         )
     for need, have, side in ((input_norm, src.input_norm, "input"), (output_norm, src.output_norm, "output")):
         if need is not None and have is not None and check_metric(have, f"{side} norm") != need:
@@ -110,42 +100,24 @@ def lipschitz_source(obj: Any, *, input_norm: str | None = None, output_norm: st
                            src.origin, src.method, src.certificate, src.domain)
 
 
-def _from_certificate(cert: Any, what: str) -> LipschitzSource:
-    if getattr(cert, "certified", True) is False:
-        raise BadInput(f"{what}: the certificate says its bound is not certified; calibrate only from a certified upper bound")
-    upper = getattr(cert, "upper")
-    if upper is None:
+def _from_certificate(cert: Certificate, what: str) -> LipschitzSource:
+    """Read a certificate through the protocol (`certify.certificate`): upper, certified, norms, box."""
+    if not cert.certified:
+        raise BadInput(f"{what}: the certificate says its bound is not certified ({cert.status}); calibrate only "
+                       "from a certified upper bound")
+    if cert.upper is None:
         raise BadInput(f"{what}: the certificate has no upper bound (only a lower bound?); noise needs a certified upper bound")
-    try:
-        value = float(upper)
-    except (TypeError, ValueError):
-        raise BadInput(f"{what}: the certificate's upper bound {upper!r} is not a number") from None
+    value = float(cert.upper)
     if not math.isfinite(value):
         raise BadInput(f"{what}: the certificate's upper bound is {value}; no finite noise scale can be calibrated from it")
     value = check_lipschitz(value, f"{what} (certificate upper bound)")
     if getattr(cert, "target", None) is not None or getattr(cert, "margin", None) is not None:
         raise BadInput(f"{what}: the certificate bounds a scalar c^T f (a margin or target), not the output vector "
                        "the noise is added to; certify the constant for the output norm the mechanism needs")
-    to_dict = getattr(cert, "to_dict", None)
-    record = to_dict() if callable(to_dict) else {"repr": repr(cert)[:500]}
-    method = getattr(cert, "method", None)
-    return LipschitzSource(value, _first_attr(cert, _INPUT_NORM_ATTRS), _first_attr(cert, _OUTPUT_NORM_ATTRS),
-                           "certificate", str(method) if method is not None else type(cert).__name__, record,
-                           _certificate_domain(cert, record, what))
-
-
-def _certificate_domain(cert: Any, record: dict, what: str):
-    """The box a local certificate (domain_lo/domain_hi) or a domain-scoped result covers, else None."""
-    lo, hi = getattr(cert, "domain_lo", None), getattr(cert, "domain_hi", None)
-    if lo is None and getattr(cert, "scope", "global") == "domain":
-        inner = record.get("details", {}).get("certificate", {}) if isinstance(record, dict) else {}
-        lo, hi = inner.get("domain_lo"), inner.get("domain_hi")
-        if lo is None or hi is None:
-            raise BadInput(f"{what}: the bound holds only on a domain the certificate does not state; "
-                           "use a global bound or the local certificate itself")
-    if lo is None or hi is None:
-        return None
-    return (tuple(float(v) for v in np.ravel(lo)), tuple(float(v) for v in np.ravel(hi)))
+    box = cert.box
+    domain = None if box is None else (tuple(float(v) for v in box.lo), tuple(float(v) for v in box.hi))
+    return LipschitzSource(value, cert.input_norm, cert.output_norm, "certificate",
+                           str(getattr(cert, "method", None) or cert.KIND), cert.to_dict(), domain)
 
 
 def layer_product_bound(net: Any, input_norm: str = "l2", output_norm: str = "l2") -> LipschitzSource:
