@@ -35,7 +35,7 @@ import numpy as np
 
 from models.ir import ConvSpec
 
-from .psd import U, frobenius_up, gamma
+from .rounding import U, frobenius_up, gamma
 
 # Gram steps: a cheap pass over every frequency, then deeper passes on the frequencies whose
 # bound could still be the maximum (bound / sigma_1 <= rank^(1 / 2^(t+1)))

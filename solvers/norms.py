@@ -17,7 +17,8 @@ import numpy as np
 
 from models.errors import BadInput
 
-from .psd import U, add_up, frobenius_up, gamma, ldexp_up, mul_up, prove_psd, sqrt_up
+from .psd import prove_psd
+from .rounding import U, add_up, frobenius_up, gamma, ldexp_up, mul_up, sqrt_up
 
 Norm = Literal["l1", "l2", "linf"]
 NORMS: tuple[str, ...] = ("l1", "l2", "linf")

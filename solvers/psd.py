@@ -25,71 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-U = 2.0**-53  # unit roundoff of float64 (round to nearest)
-
-
-def gamma(n: int) -> float:
-    """gamma_n = n u / (1 - n u), the classical bound for n accumulated roundings (Higham 3.4)."""
-    nu = n * U
-    if nu >= 0.5:
-        raise ValueError("rounding-error bound requested for too many operations")
-    return nu / (1.0 - nu)
-
-
-def up(x: float) -> float:
-    """The next float above x: an upper bound of the exact value of one correctly rounded operation."""
-    return float(np.nextafter(x, np.inf))
-
-
-def ldexp_up(x: float, e: int) -> float:
-    """Upper bound of x * 2^e for x >= 0 (exact unless the result is subnormal or overflows,
-    where ldexp rounds to nearest: then one step up)."""
-    y = float(np.ldexp(x, e))
-    return y if float(np.ldexp(y, -e)) >= x else up(y)
-
-
-def mul_up(*factors: float) -> float:
-    """Upper bound of the exact product of non-negative numbers."""
-    out = 1.0
-    for f in factors:
-        f = float(f)
-        if f < 0:
-            raise ValueError("mul_up takes non-negative factors")
-        if f == 0.0:
-            return 0.0
-        if f != 1.0:  # multiplying by one is exact
-            out = up(out * f)
-    return out
-
-
-def add_up(*terms: float) -> float:
-    """Upper bound of the exact sum (any signs)."""
-    out = 0.0
-    for t in terms:
-        out = up(out + float(t))
-    return out
-
-
-def sqrt_up(x: float) -> float:
-    """Upper bound of sqrt(x) for x >= 0 (sqrt is correctly rounded, so one step up suffices)."""
-    return up(math.sqrt(max(float(x), 0.0)))
-
-
-def frobenius_up(M: np.ndarray) -> float:
-    """Upper bound of ||M||_F for a real or complex array (any shape)."""
-    a = np.abs(np.asarray(M)).reshape(-1)
-    if a.size == 0:
-        return 0.0
-    # scale by a power of two (exact) to avoid overflow / underflow in the squares
-    amax = float(a.max())
-    if amax == 0.0:
-        return 0.0
-    e = math.frexp(amax)[1]
-    s = np.ldexp(a, -e)
-    sq = float(np.dot(s, s))  # sum of n non-negative products: relative error <= gamma_n
-    bound = sq * (1.0 + 2.0 * gamma(s.size + 2))
-    return ldexp_up(up(sqrt_up(bound) * (1.0 + 4.0 * U)), e)
-
+from .rounding import U, add_up, frobenius_up, gamma
 
 @dataclass(frozen=True)
 class PsdProof:

@@ -11,7 +11,7 @@ from scipy.optimize import linprog
 from models.ir import sequential
 from solvers.bounds import METHODS, network_bounds
 from solvers.bounds.jacobian import jacobian_maps, switched_pass_bounds
-from solvers.bounds.lp import dual_bound
+from solvers.lp import dual_bound
 from tests.lipschitz_oracles import jacobian, random_weights, regions
 
 

@@ -11,9 +11,10 @@ from scipy.optimize import linprog
 
 from models.errors import BadInput
 from solvers.milp.backends import choose_backend, get_backend
-from solvers.milp.expr import Expr
+from solvers.lp import Expr
 from solvers.milp.gurobi import RESTRICTED_LINEAR_LIMIT, licence
-from solvers.milp.model import MilpBuilder, SolveOptions
+from solvers.lp import MilpBuilder
+from solvers.milp import SolveOptions
 
 BACKENDS = ["highs", "gurobi", "cbc"]
 

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from solvers.norms import gram_norm_upper, operator_norm_upper, spectral_norm_upper
-from solvers.psd import frobenius_up, mul_up, prove_psd, sqrt_up
+from solvers.psd import prove_psd
+from solvers.rounding import frobenius_up, mul_up, sqrt_up
 
 
 def _random_spd(rng, n, lam_min):

@@ -33,7 +33,7 @@ from models.errors import BadInput
 from models.ir import Network
 from solvers.blas import single_threaded_blas
 from solvers.norms import parse_norm
-from solvers.psd import add_up, mul_up
+from solvers.rounding import add_up, mul_up
 
 from ..certificate import Status
 from .global_result import GlobalLipschitzComparison, GlobalLipschitzResult, norm_conversion

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from solvers.psd import mul_up, sqrt_up
+from solvers.rounding import mul_up, sqrt_up
 
 from ..certificate import Certificate, Status
 

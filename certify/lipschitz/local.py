@@ -29,10 +29,10 @@ from models.errors import BadInput
 from models.ir import Network
 from solvers.bounds import METHODS as BOUND_METHODS
 from solvers.bounds import network_bounds
-from solvers.bounds.rounding import round_up
+from solvers.rounding import round_up
 from solvers.milp.backends import BACKEND_CHOICES, GurobiBackend, ModelTooLarge, choose_backend
 from solvers.milp.lipschitz import FORMULATIONS, PASS_BOUNDS, LipschitzMilp, build_lipschitz_milp
-from solvers.milp.model import MilpResult, SolveOptions
+from solvers.milp.result import MilpResult, SolveOptions
 from solvers.norms import parse_norm
 from solvers.regions import has_no_interior, interior_point
 

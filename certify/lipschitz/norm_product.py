@@ -17,7 +17,7 @@ import numpy as np
 
 from models.ir import Affine, Network, ReLU
 from solvers.norms import NORMS, affine_norm_upper, spectral_norm_upper
-from solvers.psd import U, add_up, frobenius_up, gamma, mul_up, sqrt_up
+from solvers.rounding import U, add_up, frobenius_up, gamma, mul_up, sqrt_up
 
 from .global_result import GlobalLipschitzResult
 

@@ -6,7 +6,7 @@ direction. We certify differentiability in float64: every pre-activation at x0 m
 from 0 than a bound on its rounding error. The MILP returns an activation pattern, often at a
 vertex where pre-activations tie at 0, so we replay an interior point of that pattern's region
 (`solvers.regions.interior_point`, one LP) instead of the solver's point.
-Norm values are rounded down by a bound on the float64 error (`solvers.bounds.rounding`).
+Norm values are rounded down by a bound on the float64 error (`solvers.rounding`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.ir import Network
-from solvers.bounds.rounding import gamma, round_down
+from solvers.rounding import gamma, round_down
 from solvers.bounds.types import relu_blocks
 from solvers.norms import dual, operator_norm, vector_norm
 
@@ -54,7 +54,7 @@ def differentiable_point(net: Network, x: np.ndarray) -> DifferentiablePoint | N
         # mag == 0 with a zero Jacobian row: z is exactly 0 on a neighbourhood (upstream signs are
         # certain), so relu(z) == 0 there whichever slope is chosen (a dead or doubled ReLU)
         flat = (mag == 0) & ~np.any(Jabs, axis=1)
-        if np.any((np.abs(z) <= 4.0 * 2.0**j * gamma(chain) * mag + 1e-300) & ~flat):
+        if np.any((np.abs(z) <= 4.0 * 2.0**j * gamma(chain + 2) * mag + 1e-300) & ~flat):
             return None
         s = (z > 0).astype(np.float64)
         pattern.append(s)

@@ -28,7 +28,7 @@ from models.ir import Affine, ConvSpec, ReLU
 from models.sll import SLLLayer, SLLNetwork
 from solvers.conv_norm import conv_spectral_norm_upper
 from solvers.norms import affine_norm_upper, gram_norm_upper
-from solvers.psd import U, add_up, mul_up, sqrt_up
+from solvers.rounding import U, add_up, mul_up, sqrt_up
 
 from .global_result import GlobalLipschitzResult, norm_conversion
 

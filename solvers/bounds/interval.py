@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .rounding import widen
+from ..rounding import widen
 
 
 def affine_interval(weight: np.ndarray, bias: np.ndarray | float, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

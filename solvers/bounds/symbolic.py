@@ -18,7 +18,7 @@ import numpy as np
 
 from models.ir import Affine
 
-from .rounding import widen
+from ..rounding import widen
 from .types import ACTIVE, INACTIVE, phases
 
 

@@ -9,7 +9,8 @@ import numpy as np
 from models.errors import ModelError
 from models.ir import Affine, Network
 
-INACTIVE, UNSTABLE, ACTIVE = -1, 0, 1
+from ..phases import ACTIVE, INACTIVE, UNSTABLE, phases  # noqa: F401  (the bounds package exports them)
+
 # runs of adjacent affine layers are multiplied out in float64; a relative rounding error bound
 # above this (catastrophic cancellation) is refused rather than absorbed into the certificate. It
 # stays below the MILP's 1e-9 relative widening; wide layers (512 x 512) bound at ~1e-12.
@@ -30,15 +31,6 @@ def relu_blocks(net: Network) -> list[Affine]:
             "precision, or remove the cancellation, before certifying")
     blocks, _ = net.affine_blocks()
     return blocks
-
-
-def phases(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """INACTIVE where hi <= 0, ACTIVE where lo >= 0 (and hi > 0), UNSTABLE otherwise.
-
-    Bounds exactly 0 are stable (a neuron with hi == 0 is 0 on the whole box), so no neuron
-    with a zero bound gets a binary (LipMIP crashes on those).
-    """
-    return np.where(hi <= 0, INACTIVE, np.where(lo >= 0, ACTIVE, UNSTABLE)).astype(np.int8)
 
 
 @dataclass

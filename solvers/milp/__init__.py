@@ -9,9 +9,8 @@
 """
 
 from .backends import BACKEND_CHOICES, BackendUnavailable, ModelTooLarge, choose_backend, get_backend, solve
-from .expr import Expr
-from .model import MilpBuilder, MilpModel, MilpResult, SolveOptions
-from .relu import ForwardEncoding, encode_relu_network
+from ..lp import Expr, ForwardEncoding, MilpBuilder, MilpModel, encode_relu_network
+from .result import MilpResult, SolveOptions
 
 __all__ = [
     "BACKEND_CHOICES",

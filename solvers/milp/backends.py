@@ -9,7 +9,8 @@ from models.errors import BadInput
 from .cbc import CbcBackend
 from .gurobi import GurobiBackend
 from .highs import HighsBackend
-from .model import MilpModel, MilpResult, SolveOptions
+from ..lp.model import MilpModel
+from .result import MilpResult, SolveOptions
 
 BACKENDS = {"gurobi": GurobiBackend, "highs": HighsBackend, "cbc": CbcBackend}
 BACKEND_CHOICES: tuple[str, ...] = ("auto", "gurobi", "highs", "cbc")

@@ -17,7 +17,8 @@ import time
 
 import numpy as np
 
-from .model import MilpModel, MilpResult, SolveOptions
+from ..lp.model import MilpModel
+from .result import MilpResult, SolveOptions
 
 _RESULT = re.compile(r"^Result - (.+)$", re.M)
 _NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf)"

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .model import MilpModel, MilpResult, SolveOptions
+from ..lp.model import MilpModel
+from .result import MilpResult, SolveOptions
 
 RESTRICTED_LINEAR_LIMIT = 2000
 RESTRICTED_QUADRATIC_LIMIT = 200

@@ -2,56 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
 import time
 
 import numpy as np
 
-from .model import MilpModel, MilpResult, SolveOptions
-
-
-@contextlib.contextmanager
-def _quiet_stdout():
-    """HiGHS prints a banner on stdout from C++ when the first instance is created; keep stdout
-    clean (the CLI's --json prints exactly one JSON object there)."""
-    try:
-        sys.stdout.flush()
-        fd = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):  # captured or replaced stdout: nothing to guard
-        yield
-        return
-    saved = os.dup(fd)
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), fd)
-        yield
-    finally:
-        os.dup2(saved, fd)
-        os.close(saved)
-
-
-_BANNER_SHOWN = False
-
-
-def new_highs():
-    """A silent `highspy.Highs` instance."""
-    global _BANNER_SHOWN
-    import highspy
-
-    if _BANNER_SHOWN:
-        h = highspy.Highs()
-    else:
-        with _quiet_stdout():
-            h = highspy.Highs()
-        _BANNER_SHOWN = True
-    h.setOptionValue("output_flag", False)
-    return h
-
-
-class HighsRejected(RuntimeError):
-    """HiGHS refused the model at passModel."""
+from ..lp.highs import HighsRejected, highs_instance
+from ..lp.model import MilpModel
+from .result import MilpResult, SolveOptions
 
 
 class HighsBackend:
@@ -93,42 +50,11 @@ class HighsBackend:
         "kUnboundedOrInfeasible": "infeasible",
     }
 
-    def highs_instance(self, model: MilpModel, options: SolveOptions | None = None):
-        """A `highspy.Highs` holding `model` (also used for repeated LP solves with new costs)."""
-        hp = self.import_solver()
-        options = options or SolveOptions()
-        h = new_highs()
-        h.setOptionValue("output_flag", bool(options.verbose))
-        lp = hp.HighsLp()
-        lp.num_col_ = model.num_vars
-        lp.num_row_ = model.num_rows
-        inf = hp.kHighsInf
-        lp.col_cost_ = model.obj
-        lp.col_lower_ = np.where(np.isfinite(model.col_lo), model.col_lo, -inf)
-        lp.col_upper_ = np.where(np.isfinite(model.col_hi), model.col_hi, inf)
-        lp.row_lower_ = np.where(np.isfinite(model.row_lo), model.row_lo, -inf)
-        lp.row_upper_ = np.where(np.isfinite(model.row_hi), model.row_hi, inf)
-        lp.offset_ = model.obj_offset
-        lp.sense_ = hp.ObjSense.kMaximize if model.sense == "max" else hp.ObjSense.kMinimize
-        csc = model.A.tocsc()
-        lp.a_matrix_.format_ = hp.MatrixFormat.kColwise
-        lp.a_matrix_.start_ = csc.indptr
-        lp.a_matrix_.index_ = csc.indices
-        lp.a_matrix_.value_ = csc.data
-        lp.a_matrix_.num_col_ = model.num_vars
-        lp.a_matrix_.num_row_ = model.num_rows
-        if model.num_integers:
-            lp.integrality_ = [hp.HighsVarType.kInteger if i else hp.HighsVarType.kContinuous for i in model.integer]
-        if h.passModel(lp) == hp.HighsStatus.kError:
-            # e.g. a coefficient >= 1e15: HiGHS would otherwise solve an empty model
-            raise HighsRejected("HiGHS rejected the model (a coefficient or bound out of its range)")
-        return h
-
     def solve(self, model: MilpModel, options: SolveOptions) -> MilpResult:
         hp = self.import_solver()
         t0 = time.perf_counter()
         try:
-            h = self.highs_instance(model, options)
+            h = highs_instance(model, verbose=options.verbose)
         except HighsRejected as exc:
             return MilpResult("error", None, None, None, 0, time.perf_counter() - t0, self.name, None, str(exc))
         if options.time_limit is not None:

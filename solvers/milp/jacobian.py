@@ -29,9 +29,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..bounds.jacobian import SwitchedPassBounds
-from ..bounds.types import ACTIVE, UNSTABLE
-from .expr import Expr
-from .model import MilpBuilder
+from ..lp import Expr, MilpBuilder
+from ..phases import ACTIVE, UNSTABLE
 
 VectorSet = Literal["fixed", "signs", "all_signs", "onehot", "ball"]
 VECTOR_SETS: tuple[str, ...] = ("fixed", "signs", "all_signs", "onehot", "ball")

@@ -35,12 +35,11 @@ from models.ir import Affine, Network
 
 from ..bounds.interval import affine_interval
 from ..bounds.jacobian import SwitchedPassBounds, jacobian_maps, switched_pass_bounds
-from ..bounds.types import UNSTABLE, NetworkBounds, relu_blocks
-from .expr import Expr
+from ..bounds.types import NetworkBounds, relu_blocks
+from ..lp import Expr, ForwardEncoding, MilpBuilder, MilpModel, SafeLp, encode_relu_network
+from ..phases import UNSTABLE
 from .jacobian import VectorSetEncoding, encode_switched_pass, encode_vector_set
-from .model import MilpBuilder, MilpModel
 from .norm_objective import NormObjective, encode_norm_objective
-from .relu import ForwardEncoding, encode_relu_network
 from .scaling import scale_hidden_neurons
 
 FORMULATIONS: tuple[str, ...] = ("forward", "backward")
@@ -95,7 +94,7 @@ class LipschitzMilp:
         from dataclasses import replace as dc_replace
 
         from .highs import HighsBackend
-        from .model import SolveOptions
+        from .result import SolveOptions
 
         lo, hi = self.model.col_lo.copy(), self.model.col_hi.copy()
         lo[self.forward.x] = hi[self.forward.x] = np.clip(x, lo[self.forward.x], hi[self.forward.x])
@@ -187,7 +186,6 @@ def _lp_tighten_pass(milp: LipschitzMilp, rebuild, deadline: float | None) -> Li
     import time
 
     from ..bounds.jacobian import slope_interval
-    from ..bounds.lp import SafeLp
 
     pb = copy.deepcopy(milp.pass_bounds)
     n_layers = len(milp.phases)
@@ -201,13 +199,14 @@ def _lp_tighten_pass(milp: LipschitzMilp, rebuild, deadline: float | None) -> Li
         if rows.size == 0:
             continue
         lp = SafeLp(milp.model)
-        coef = expr.widened(lp.model.num_vars)
+        coef = expr.widened(lp.num_vars)
+        slack = expr.error(np.maximum(np.abs(milp.model.col_lo), np.abs(milp.model.col_hi)))
         for i in rows:
             if deadline is not None and time.perf_counter() > deadline:
                 break
             ci = coef[i].toarray().reshape(-1)
-            hi[i] = min(hi[i], lp.upper(ci, expr.const[i]))
-            lo[i] = max(lo[i], lp.lower(ci, expr.const[i]))
+            hi[i] = min(hi[i], np.nextafter(lp.upper(ci, expr.const[i]) + slack[i], np.inf))
+            lo[i] = max(lo[i], np.nextafter(lp.lower(ci, expr.const[i]) - slack[i], -np.inf))
         # re-propagate the tightened layer by interval arithmetic (intersected)
         if j < n_layers:
             for t in range(j, n_layers):

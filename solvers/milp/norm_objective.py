@@ -21,8 +21,7 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
-from .expr import Expr
-from .model import MilpBuilder
+from ..lp import Expr, MilpBuilder
 
 ObjectiveNorm = Literal["l1", "linf", "l2sq", "linear"]
 
@@ -74,7 +73,7 @@ def encode_norm_objective(builder: MilpBuilder, y: Expr, lo: np.ndarray, hi: np.
         s = builder.add_binaries(keep.size, group="max/select")
         te, se = builder.var_expr(t), builder.var_expr(s)
         builder.constrain(se.affine(np.ones((1, keep.size))), lo=1.0, hi=1.0, group="max/one")
-        big = top - lit_lo[keep]
+        big = np.nextafter(top - lit_lo[keep], np.inf)  # rounded up: the row stays a relaxation
         # t - lit_k + big_k s_k <= big_k
         tk = te.affine(np.ones((keep.size, 1)))
         builder.constrain(tk - lits[keep] + se.scale(big), hi=big, group="max/t<=lit")

@@ -17,7 +17,7 @@ from typing import Callable
 import numpy as np
 import scipy.linalg
 
-from ..psd import ldexp_up, mul_up, sqrt_up
+from ..rounding import ldexp_up, mul_up, sqrt_up
 from .chain import WeightChain
 from .lipsdp import solve_lipsdp
 from .lmi import validate

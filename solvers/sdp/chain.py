@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..psd import U, gamma, ldexp_up
+from ..rounding import U, gamma, ldexp_up
 
 
 @dataclass

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from ..psd import U, gamma, prove_psd, up
+from ..psd import prove_psd
+from ..rounding import U, gamma, up
 from .chain import WeightChain
 
 # relative inflations of rho*(T) tried in turn until the Cholesky proof succeeds

@@ -20,7 +20,7 @@ import numpy as np
 
 from models.ir import Affine
 
-from ..bounds.types import ACTIVE, UNSTABLE, phases
+from ..phases import ACTIVE, UNSTABLE, phases
 from .expr import Expr
 from .model import MilpBuilder
 
@@ -96,8 +96,10 @@ def encode_relu_network(
                 builder.constrain(a_e - d_e.scale(uu), hi=0.0, group=f"relu{j}/a<=ud")
                 delta[unstable] = d
             else:
-                s = uu / (uu - lu)
-                builder.constrain(a_e - zu.scale(s), hi=-s * lu, group=f"relu{j}/triangle")
+                # slope rounded up (over a width rounded down) and intercept rounded up: the row
+                # a <= s (z - l) stays valid for every z in [l, u] despite rounding
+                s = np.nextafter(uu / np.nextafter(uu - lu, -np.inf), np.inf)
+                builder.constrain(a_e - zu.scale(s), hi=np.nextafter(-s * lu, np.inf), group=f"relu{j}/triangle")
             # relu(z): stable rows from the expression above, unstable rows from the new variables
             stable = np.flatnonzero(ph != UNSTABLE)
             a_expr = Expr.scatter(ph.size, [(stable, a_expr[stable]), (unstable, a_e)])

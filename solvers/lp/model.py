@@ -1,12 +1,18 @@
-"""A solver-neutral mixed-integer program and a small builder.
+"""The solver-neutral linear / mixed-integer model and a small builder.
 
     maximise / minimise  obj @ v + obj_offset (+ v @ q_obj @ v)
     subject to           row_lo <= A @ v <= row_hi
                          col_lo <= v <= col_hi,  v[integer] integral
                          v @ Q_k @ v + a_k @ v <= rhs_k   (quadratic constraints, optional)
 
-Back-ends (`solvers.milp.highs`, `.gurobi`, `.cbc`) consume this data only; they never see what
-the variables mean. Variable and row groups name blocks of the model for diagnostics.
+Back-ends (`solvers.milp.highs`, `.gurobi`, `.cbc`) and the safe LP layer (`solvers.lp.safe`)
+consume this data only; they never see what the variables mean. Variable and row groups name
+blocks of the model for diagnostics.
+
+Every model built by `MilpBuilder` from `Expr` rows is a relaxation, in exact arithmetic, of what
+the expressions describe exactly: each row is widened by its expression's rounding-error bound
+(over the variables' box) and its right-hand side rounded outward; `obj_err` bounds the rounding
+error of the objective row, which callers add to any bound on the objective.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ class MilpModel:
     q_constraints: tuple[QuadraticConstraint, ...] = ()
     var_groups: dict[str, np.ndarray] = field(default_factory=dict)
     row_groups: dict[str, np.ndarray] = field(default_factory=dict)
+    obj_err: float = 0.0
 
     @property
     def num_vars(self) -> int:
@@ -93,44 +100,6 @@ class MilpModel:
         if self.q_obj is not None:
             val += float(x @ (self.q_obj @ x))
         return val
-
-
-@dataclass
-class MilpResult:
-    """Neutral outcome of a solve.
-
-    `objective` is the incumbent's value (None without one), `bound` the solver's dual bound
-    (an upper bound for maximisation), `x` the incumbent. Statuses: optimal, time_limit,
-    interrupted, infeasible, unbounded, error.
-    """
-
-    status: str
-    objective: float | None
-    bound: float | None
-    x: np.ndarray | None
-    nodes: int
-    seconds: float
-    backend: str
-    gap: float | None = None
-    message: str = ""
-
-
-@dataclass(frozen=True)
-class SolveOptions:
-    """Limits and tolerances common to every back-end.
-
-    Tolerances are set far below the defaults (1e-9 instead of ~1e-6) so that solver slack has a
-    negligible effect on the reported bounds; see `certify.lipschitz` for the widening applied.
-    """
-
-    time_limit: float | None = None
-    mip_gap: float = 1e-6
-    abs_gap: float = 1e-9
-    threads: int = 2
-    feasibility_tol: float = 1e-9
-    integrality_tol: float = 1e-9
-    verbose: bool = False
-    start: np.ndarray | None = None
 
 
 class MilpBuilder:
@@ -180,11 +149,19 @@ class MilpBuilder:
     def var_expr(self, idx: np.ndarray) -> Expr:
         return Expr.variables(idx, self._n)
 
+    def vmax(self) -> np.ndarray:
+        """max(|lo|, |hi|) of every variable created so far (sizes the rows' rounding errors)."""
+        if not self._lo:
+            return np.zeros(0)
+        return np.maximum(np.abs(np.concatenate(self._lo)), np.abs(np.concatenate(self._hi)))
+
     def constrain(self, expr: Expr, lo: np.ndarray | float = -INF, hi: np.ndarray | float = INF, group: str | None = None) -> np.ndarray:
-        """lo <= expr <= hi row by row; constant rows are checked instead of added."""
+        """lo <= expr <= hi row by row, widened by the expression's rounding error and rounded
+        outward (a relaxation of the exact constraint); constant rows are checked instead of added."""
         k = expr.size
-        lo = np.broadcast_to(np.asarray(lo, dtype=np.float64), (k,)) - expr.const
-        hi = np.broadcast_to(np.asarray(hi, dtype=np.float64), (k,)) - expr.const
+        err = expr.error(self.vmax())
+        lo = _outward(np.broadcast_to(np.asarray(lo, dtype=np.float64), (k,)) - expr.const, expr.const, err, -1.0)
+        hi = _outward(np.broadcast_to(np.asarray(hi, dtype=np.float64), (k,)) - expr.const, expr.const, err, 1.0)
         const_rows = expr.row_is_constant()
         if np.any(const_rows & ((lo > 1e-12) | (hi < -1e-12))):
             raise ValueError(f"constant constraint violated in group {group!r}")
@@ -222,10 +199,11 @@ class MilpBuilder:
         else:
             A = sp.csr_matrix((0, n))
         obj = np.zeros(n)
-        offset = 0.0
+        offset = obj_err = 0.0
         if self._obj is not None:
             obj = np.asarray(self._obj.widened(n).toarray()).reshape(-1)
             offset = float(self._obj.const[0])
+            obj_err = float(self._obj.error(self.vmax())[0])
 
         def pad(Q: sp.csr_matrix) -> sp.csr_matrix:
             Q = Q.tocoo()
@@ -250,4 +228,13 @@ class MilpBuilder:
             q_constraints=qcons,
             var_groups={k: np.concatenate(v) for k, v in self.var_groups.items()},
             row_groups={k: np.concatenate(v) for k, v in self.row_groups.items()},
+            obj_err=obj_err,
         )
+
+
+def _outward(bound: np.ndarray, const: np.ndarray, err: np.ndarray, direction: float) -> np.ndarray:
+    """bound (= rhs - const, rounded) moved outward past its rounding and by err."""
+    out = np.asarray(bound, dtype=np.float64) + direction * err
+    moved = ((const != 0) | (err != 0)) & np.isfinite(out)
+    out[moved] = np.nextafter(out[moved], direction * np.inf)
+    return out
