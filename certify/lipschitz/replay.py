@@ -35,33 +35,57 @@ class DifferentiablePoint:
     rounding: int  # length of the longest rounding chain
 
 
-def differentiable_point(net: Network, x: np.ndarray) -> DifferentiablePoint | None:
-    """J(x) when every pre-activation at x has a certain sign in float64, else None."""
-    blocks = relu_blocks(net)
+def differentiable_point(net: Network, x: np.ndarray, blocks: list | None = None) -> DifferentiablePoint | None:
+    """J(x) when every pre-activation at x has a certain sign in float64, else None.
+
+    `blocks` (the net's `relu_blocks`) may be passed to avoid recomputing them. The Jacobian is
+    multiplied out from the smaller side (outputs or inputs), so a point of a 784-1024-1024-10
+    net costs a few megaflops, not gigaflops."""
+    blocks = relu_blocks(net) if blocks is None else blocks
     x = np.asarray(x, dtype=np.float64)
     h, mag = x, np.abs(x)
-    J, Jabs = np.eye(x.size), np.eye(x.size)
     pattern = []
     chain = 0
-    for j, blk in enumerate(blocks):
+    for j, blk in enumerate(blocks[:-1]):
         z = blk.weight @ h + blk.bias
         mag = np.abs(blk.weight) @ mag + np.abs(blk.bias)
         chain += blk.in_dim + 1
-        J, Jabs = blk.weight @ J, np.abs(blk.weight) @ Jabs
-        if j == len(blocks) - 1:
-            break
-        # |computed z - exact z| <= gamma(chain) * 2^j * mag (each ReLU layer may double the bound)
+        # |computed z - exact z| <= gamma(chain) * 2^j * mag (each ReLU layer may double the bound);
         # mag == 0 with a zero Jacobian row: z is exactly 0 on a neighbourhood (upstream signs are
         # certain), so relu(z) == 0 there whichever slope is chosen (a dead or doubled ReLU)
-        flat = (mag == 0) & ~np.any(Jabs, axis=1)
-        if np.any((np.abs(z) <= 4.0 * 2.0**j * gamma(chain + 2) * mag + 1e-300) & ~flat):
+        uncertain = np.abs(z) <= 4.0 * 2.0**j * gamma(chain + 2) * mag + 1e-300
+        if np.any(uncertain) and np.any(uncertain & ~_flat_rows(blocks, pattern, j, mag)):
             return None
         s = (z > 0).astype(np.float64)
         pattern.append(s)
         h = s * z
         mag = s * mag
-        J, Jabs = s[:, None] * J, s[:, None] * Jabs
+    chain += blocks[-1].in_dim + 1
+    J, Jabs = _jacobian(blocks, pattern)
     return DifferentiablePoint(x, J, Jabs, pattern, chain + x.size)
+
+
+def _flat_rows(blocks, pattern, j: int, mag: np.ndarray) -> np.ndarray:
+    """Neurons of layer j whose pre-activation is constant near the point (zero magnitude and a
+    zero Jacobian row): their ReLU slope does not matter."""
+    if not np.any(mag == 0):
+        return np.zeros(mag.shape, dtype=bool)
+    _, Jabs = _jacobian(blocks[: j + 1], pattern[:j])
+    return (mag == 0) & ~np.any(Jabs, axis=1)
+
+
+def _jacobian(blocks, pattern) -> tuple[np.ndarray, np.ndarray]:
+    """W_k D_{k-1} ... D_0 W_0 and the same product of |W|, from the cheaper side."""
+    ws = [b.weight for b in blocks]
+    if ws[-1].shape[0] <= ws[0].shape[1]:  # few outputs: multiply from the output side
+        J, Jabs = ws[-1], np.abs(ws[-1])
+        for w, s in zip(reversed(ws[:-1]), reversed(pattern)):
+            J, Jabs = (J * s[None, :]) @ w, (Jabs * s[None, :]) @ np.abs(w)
+        return J, Jabs
+    J, Jabs = ws[0], np.abs(ws[0])
+    for w, s in zip(ws[1:], pattern):
+        J, Jabs = w @ (s[:, None] * J), np.abs(w) @ (s[:, None] * Jabs)
+    return J, Jabs
 
 
 def norm_lower(
@@ -191,13 +215,21 @@ def sample_lower(
     target: np.ndarray | None,
     samples: int = 32,
     seed: int = 0,
+    blocks: list | None = None,
+    deadline: float | None = None,
 ) -> tuple[float, DifferentiablePoint | None]:
-    """Best certified lower bound over the box centre and `samples` uniform random points."""
+    """Best certified lower bound over the box centre and `samples` uniform random points
+    (fewer when `deadline`, a `time.perf_counter()` value, passes)."""
+    import time
+
     rng = np.random.default_rng(seed)
     points = np.vstack([(lo + hi) / 2.0, rng.uniform(lo, hi, size=(samples, lo.size))])
+    blocks = relu_blocks(net) if blocks is None else blocks
     best, best_pt = 0.0, None
     for x in points:
-        pt = differentiable_point(net, x)
+        if deadline is not None and time.perf_counter() > deadline and best_pt is not None:
+            break
+        pt = differentiable_point(net, x, blocks)
         if pt is None:
             continue
         val = norm_lower(pt, input_norm, output_norm, target)

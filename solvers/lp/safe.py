@@ -27,19 +27,23 @@ from .model import MilpModel
 
 
 def dual_bound(A: sp.csr_matrix, row_lo: np.ndarray, row_hi: np.ndarray, col_lo: np.ndarray, col_hi: np.ndarray,
-               c: np.ndarray, y: np.ndarray) -> float:
-    """Sound upper bound on max c @ v over {row_lo <= A v <= row_hi, col_lo <= v <= col_hi}."""
+               c: np.ndarray, y: np.ndarray, AT: sp.csr_matrix | None = None, absAT: sp.csr_matrix | None = None) -> float:
+    """Sound upper bound on max c @ v over {row_lo <= A v <= row_hi, col_lo <= v <= col_hi}.
+
+    `AT`, `absAT` (A^T and |A|^T in CSR) may be passed to avoid recomputing them."""
     y = np.array(y, dtype=np.float64)
     y[(y > 0) & ~np.isfinite(row_hi)] = 0.0
     y[(y < 0) & ~np.isfinite(row_lo)] = 0.0
-    r = c - A.T @ y
+    AT = A.T.tocsr() if AT is None else AT
+    absAT = abs(AT) if absAT is None else absAT
+    r = c - AT @ y
     row_b = np.where(y > 0, row_hi, np.where(y < 0, row_lo, 0.0))
     col_b = np.where(r > 0, col_hi, np.where(r < 0, col_lo, 0.0))
     if not (np.all(np.isfinite(row_b)) and np.all(np.isfinite(col_b))):
         return float("inf")
     value = float(y @ row_b + r @ col_b)
     col_mag = np.maximum(np.abs(np.where(np.isfinite(col_lo), col_lo, 0.0)), np.abs(np.where(np.isfinite(col_hi), col_hi, 0.0)))
-    mag = float(np.abs(y) @ np.abs(row_b) + (np.abs(c) + abs(A).T @ np.abs(y)) @ col_mag)
+    mag = float(np.abs(y) @ np.abs(row_b) + (np.abs(c) + absAT @ np.abs(y)) @ col_mag)
     return round_up(value, mag, A.shape[0] + A.shape[1] + 2)
 
 
@@ -80,10 +84,23 @@ class SafeLp:
             self.highs = highs_instance(lp_model, integer=not relax_integrality)
         except HighsRejected:
             self.highs = None  # every bound is then the box bound
+        else:
+            # warm re-solves: no presolve (it would discard the basis), dual simplex
+            self.highs.setOptionValue("presolve", "off")
+            self.highs.setOptionValue("simplex_strategy", 1)
         self._cols = np.arange(self.num_vars, dtype=np.int32)
         self._cost: np.ndarray | None = None
+        self._transposes()
         self.solves = 0
         self.iterations = 0
+
+    def _transposes(self) -> None:
+        self.AT = self.A.T.tocsr()
+        self.absAT = abs(self.AT)
+
+    def _bound(self, coef: np.ndarray, y: np.ndarray, lo: np.ndarray | None = None, hi: np.ndarray | None = None) -> float:
+        return dual_bound(self.A, self.row_lo, self.row_hi, self.col_lo if lo is None else lo,
+                          self.col_hi if hi is None else hi, coef, y, self.AT, self.absAT)
 
     # ------------------------------------------------------------------ modifications
     def set_col_bounds(self, idx: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
@@ -103,6 +120,7 @@ class SafeLp:
         lo, hi = np.asarray(lo, dtype=np.float64).reshape(-1), np.asarray(hi, dtype=np.float64).reshape(-1)
         self.A = sp.vstack([self.A, rows], format="csr")
         self.row_lo, self.row_hi = np.concatenate([self.row_lo, lo]), np.concatenate([self.row_hi, hi])
+        self._transposes()
         if self.highs is not None:
             import highspy
 
@@ -118,6 +136,7 @@ class SafeLp:
         keep = np.ones(self.A.shape[0], dtype=bool)
         keep[idx] = False
         self.A, self.row_lo, self.row_hi = self.A[keep], self.row_lo[keep], self.row_hi[keep]
+        self._transposes()
         if self.highs is not None:
             self.highs.deleteRows(idx.size, np.sort(idx))
 
@@ -126,8 +145,13 @@ class SafeLp:
             self.highs.setOptionValue("time_limit", float("inf") if seconds is None else max(float(seconds), 1e-3))
 
     # ------------------------------------------------------------------ solves
-    def maximize(self, coef: np.ndarray, const: float = 0.0) -> LpOutcome:
-        """A sound upper bound on max coef @ v + const over the current LP (warm-started)."""
+    def basis(self):
+        """The current simplex basis (to warm-start a later, nearby solve with `maximize(basis=)`)."""
+        return None if self.highs is None else self.highs.getBasis()
+
+    def maximize(self, coef: np.ndarray, const: float = 0.0, basis=None) -> LpOutcome:
+        """A sound upper bound on max coef @ v + const over the current LP, warm-started from the
+        last solve or from `basis` (e.g. a branch-and-bound node's parent)."""
         import highspy
 
         coef = np.asarray(coef, dtype=np.float64)
@@ -138,6 +162,8 @@ class SafeLp:
             self.highs.changeColsCost(self.num_vars, self._cols, coef)
             self.highs.changeObjectiveSense(highspy.ObjSense.kMaximize)
             self._cost = coef.copy()
+        if basis is not None and len(basis.row_status) == self.A.shape[0]:
+            self.highs.setBasis(basis)
         self.highs.run()
         self.solves += 1
         self.iterations += int(self.highs.getInfo().simplex_iteration_count)
@@ -150,7 +176,7 @@ class SafeLp:
         y = np.asarray(sol.row_dual, dtype=np.float64)
         best, best_y = np.inf, y
         for s in (1.0, -1.0):  # either sign convention: any multipliers give a valid bound
-            b = dual_bound(self.A, self.row_lo, self.row_hi, self.col_lo, self.col_hi, coef, s * y)
+            b = self._bound(coef, s * y)
             if b < best:
                 best, best_y = b, s * y
         x = np.asarray(sol.col_value, dtype=np.float64)
@@ -162,7 +188,7 @@ class SafeLp:
         without solving: children of a branch-and-bound node are often closed this way."""
         lo = self.col_lo if col_lo is None else col_lo
         hi = self.col_hi if col_hi is None else col_hi
-        b = dual_bound(self.A, self.row_lo, self.row_hi, lo, hi, np.asarray(coef, dtype=np.float64), y)
+        b = self._bound(np.asarray(coef, dtype=np.float64), y, lo, hi)
         return _plus(min(b, box_bound(np.asarray(coef, dtype=np.float64), lo, hi)), const)
 
     def upper(self, coef: np.ndarray, const: float = 0.0) -> float:
@@ -181,8 +207,7 @@ class SafeLp:
             return False
         ray = np.asarray(ray, dtype=np.float64)
         zero = np.zeros(self.num_vars)
-        return any(dual_bound(self.A, self.row_lo, self.row_hi, self.col_lo, self.col_hi, zero, s * ray) < 0
-                   for s in (1.0, -1.0))
+        return any(self._bound(zero, s * ray) < 0 for s in (1.0, -1.0))
 
 
 def _plus(bound: float, const: float) -> float:

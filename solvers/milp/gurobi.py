@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..lp.model import MilpModel
+from ..runtime import interrupted
 from .result import MilpResult, SolveOptions
 
 RESTRICTED_LINEAR_LIMIT = 2000
@@ -134,8 +135,18 @@ class GurobiBackend:
         m.setObjective(obj, GRB.MAXIMIZE if model.sense == "max" else GRB.MINIMIZE)
         if options.start is not None:
             x.Start = np.asarray(options.start, dtype=np.float64)
+        def poll(model, where) -> None:
+            if where != GRB.Callback.MIP:
+                return
+            if interrupted():
+                model.terminate()
+            elif options.on_progress is not None:
+                bst, bnd = model.cbGet(GRB.Callback.MIP_OBJBST), model.cbGet(GRB.Callback.MIP_OBJBND)
+                options.on_progress(bst if abs(bst) < GRB.INFINITY else None, bnd if abs(bnd) < GRB.INFINITY else None,
+                                    int(model.cbGet(GRB.Callback.MIP_NODCNT)))
+
         try:
-            m.optimize()
+            m.optimize(poll)
         except gp.GurobiError as exc:
             return MilpResult("error", None, None, None, 0, time.perf_counter() - t0, self.name, None, f"Gurobi error {exc.errno}: {exc}")
         return self.invert(m, x, model, time.perf_counter() - t0)

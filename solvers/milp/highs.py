@@ -8,6 +8,7 @@ import numpy as np
 
 from ..lp.highs import HighsRejected, highs_instance
 from ..lp.model import MilpModel
+from ..runtime import interrupted
 from .result import MilpResult, SolveOptions
 
 
@@ -65,6 +66,19 @@ class HighsBackend:
         h.setOptionValue("primal_feasibility_tolerance", float(max(options.feasibility_tol, 1e-10)))
         h.setOptionValue("dual_feasibility_tolerance", float(max(options.feasibility_tol, 1e-10)))
         h.setOptionValue("random_seed", 0)
+        h.HandleUserInterrupt = False  # we stop it ourselves (runtime.interrupted)
+
+        def poll(e) -> None:
+            if interrupted():
+                e.interrupt()
+            elif options.on_progress is not None and e.data_out is not None:
+                d = e.data_out
+                primal = float(d.mip_primal_bound) if abs(d.mip_primal_bound) < hp.kHighsInf else None
+                dual = float(d.mip_dual_bound) if abs(d.mip_dual_bound) < hp.kHighsInf else None
+                options.on_progress(primal, dual, int(d.mip_node_count))
+
+        if model.num_integers:
+            h.cbMipInterrupt += poll
         if options.start is not None:
             sol = hp.HighsSolution()
             sol.col_value = list(np.asarray(options.start, dtype=np.float64))

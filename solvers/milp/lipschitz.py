@@ -26,6 +26,7 @@ docs/lipschitz.md for measurements), so it is the default.
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -40,7 +41,8 @@ from ..lp import Expr, ForwardEncoding, MilpBuilder, MilpModel, SafeLp, encode_r
 from ..phases import UNSTABLE
 from .jacobian import VectorSetEncoding, encode_switched_pass, encode_vector_set
 from .norm_objective import NormObjective, encode_norm_objective
-from .scaling import scale_hidden_neurons
+from ..rounding import gamma, ldexp_up, mul_up, round_up, sqrt_up
+from .scaling import _exact_ldexp, scale_hidden_neurons, scale_inputs
 
 FORMULATIONS: tuple[str, ...] = ("forward", "backward")
 BALL_EXTREMES = {"linf": "signs", "l1": "onehot", "l2": "ball"}  # extreme points of the unit ball
@@ -61,13 +63,16 @@ class LipschitzMilp:
     maps: list[np.ndarray]
     phases: list[np.ndarray]
     signals: list[Expr]
+    in_exp: int = 0   # model inputs are x * 2^-in_exp
+    out_exp: int = 0  # the objective is (a norm of) 2^out_exp * 2^in_exp * J ...
 
     @property
     def num_binaries(self) -> int:
         return self.model.num_integers
 
     def point(self, v: np.ndarray) -> np.ndarray:
-        return np.asarray(v)[self.forward.x]
+        """The network input of a model solution (the model's inputs are scaled)."""
+        return np.ldexp(np.asarray(v)[self.forward.x], self.in_exp)
 
     def pattern(self, v: np.ndarray) -> list[np.ndarray]:
         return self.forward.pattern(np.asarray(v))
@@ -97,7 +102,8 @@ class LipschitzMilp:
         from .result import SolveOptions
 
         lo, hi = self.model.col_lo.copy(), self.model.col_hi.copy()
-        lo[self.forward.x] = hi[self.forward.x] = np.clip(x, lo[self.forward.x], hi[self.forward.x])
+        xs = np.ldexp(np.asarray(x, dtype=np.float64), -self.in_exp)
+        lo[self.forward.x] = hi[self.forward.x] = np.clip(xs, lo[self.forward.x], hi[self.forward.x])
         for d, s in zip(self.forward.delta, pattern):
             unstable = d >= 0
             lo[d[unstable]] = hi[d[unstable]] = s[unstable]
@@ -109,11 +115,58 @@ class LipschitzMilp:
             return None
         return res.x
 
-    def to_lipschitz(self, objective_value: float) -> float:
-        """Objective value -> Lipschitz value (the l2 objective is squared)."""
+    def to_lipschitz(self, objective_value: float, upward: bool = True) -> float:
+        """Objective value -> Lipschitz value: square root of the l2 objective, scaling undone.
+
+        Rounded up (an upper bound stays one) unless `upward` is False."""
+        v = float(objective_value)
+        if not math.isfinite(v):
+            return v
         if self.objective.norm == "l2sq":
-            return float(np.sqrt(max(objective_value, 0.0)))
-        return float(objective_value)
+            v = sqrt_up(v) if upward else math.sqrt(max(v, 0.0))
+        e = -(self.in_exp + self.out_exp)
+        return ldexp_up(v, e) if upward and v >= 0 else float(np.ldexp(v, e))
+
+    def phase_bound(self, lo: np.ndarray, hi: np.ndarray) -> float:
+        """A sound bound on the objective over the solutions whose binaries lie in [lo, hi] (the
+        column bounds of a branch-and-bound node): with the ReLU slopes of fixed neurons known and
+        the others in [0, 1], the Jacobian lies in an interval matrix [L, U], and the objective is
+        at most ||max(|L|, |U|)|| in the norm of the direction set (squared for the l2 objective),
+        a certified norm plus the product's rounding. Exact for a full pattern; the proof uses it
+        where LP relaxations of l2 balls and squares are weak."""
+        from ..norms import operator_norm_upper
+        from ..phases import ACTIVE, UNSTABLE
+
+        deltas = self.forward.delta if self.formulation == "forward" else self.forward.delta[::-1]
+        L = U = self.maps[0]
+        mag, length = np.abs(self.maps[0]), self.maps[0].shape[1]
+        for ph, d, W in zip(self.phases, deltas, self.maps[1:]):
+            s_lo, s_hi = np.where(ph == ACTIVE, 1.0, 0.0), np.where(ph == ACTIVE, 1.0, 0.0)
+            u = ph == UNSTABLE
+            s_lo[u], s_hi[u] = np.round(lo[d[u]]), np.round(hi[d[u]])
+            # slope s in [s_lo, s_hi] subset of [0, 1] times an entry in [L, U]
+            L, U = np.minimum(s_lo[:, None] * L, s_hi[:, None] * L), np.maximum(s_lo[:, None] * U, s_hi[:, None] * U)
+            Wp, Wn = np.maximum(W, 0.0), np.minimum(W, 0.0)
+            L, U = Wp @ L + Wn @ U, Wp @ U + Wn @ L
+            mag = np.abs(W) @ (s_hi[:, None] * mag)
+            length += W.shape[1]
+        B = np.maximum(np.abs(L), np.abs(U)) + 4.0 * gamma(length + 2) * mag
+        kind = {"signs": "linf", "all_signs": "linf", "onehot": "l1", "ball": "l2", "fixed": "fixed"}[self.vector.kind]
+        out = {"l1": "l1", "linf": "linf", "l2sq": "l2", "linear": "l2"}[self.objective.norm]  # 1 row: any norm
+        if kind == "fixed":
+            c = np.abs(np.asarray(self.vector.fixed))
+            B, kind = ((B @ c) * (1 + 1e-12))[:, None], "l1"
+        elif B.shape[1] == 1:
+            kind = "l1"  # a single input: every direction set is {+-1}
+        value = operator_norm_upper(B, kind, out)
+        if self.objective.norm == "l2sq":
+            value = mul_up(value, value)
+        return round_up(value + self.model.obj_err, value + self.model.obj_err, 2)
+
+    def to_objective(self, lipschitz_value: float) -> float:
+        """Lipschitz value -> objective value (the inverse of `to_lipschitz`, to nearest)."""
+        v = float(np.ldexp(float(lipschitz_value), self.in_exp + self.out_exp))
+        return v * v if self.objective.norm == "l2sq" else v
 
 
 PASS_BOUNDS: tuple[str, ...] = ("interval", "lp")
@@ -141,19 +194,40 @@ def build_lipschitz_milp(
         raise ValueError(f"unknown pass bounds {pass_bounds!r}")
     if target is not None:
         target = np.asarray(target, dtype=np.float64).reshape(-1)
-    milp = _build(net, bounds, input_norm, output_norm, target, formulation, None)
+    blocks, x_lo, x_hi, in_exp = scale_inputs(relu_blocks(net), bounds.lo, bounds.hi)
+    blocks, pre_lo, pre_hi = scale_hidden_neurons(blocks, bounds.pre_lo, bounds.pre_hi)
+    scaled = _Scaled(blocks, x_lo, x_hi, pre_lo, pre_hi, in_exp)
+    milp = _build(net, scaled, input_norm, output_norm, target, formulation, None, None)
     if pass_bounds == "lp":
-        milp = _lp_tighten_pass(milp, lambda pb: _build(net, bounds, input_norm, output_norm, target, formulation, pb), deadline)
+        out_exp = milp.out_exp
+        rebuild = lambda pb: _build(net, scaled, input_norm, output_norm, target, formulation, pb, out_exp)  # noqa: E731
+        milp = _lp_tighten_pass(milp, rebuild, deadline)
     return milp
 
 
-def _build(net, bounds, input_norm, output_norm, target, formulation, pb: SwitchedPassBounds | None) -> LipschitzMilp:
-    blocks, pre_lo, pre_hi = scale_hidden_neurons(relu_blocks(net), bounds.pre_lo, bounds.pre_hi)
+@dataclass
+class _Scaled:
+    """The network's blocks, input box and pre-activation bounds after exact power-of-two scaling."""
+
+    blocks: list[Affine]
+    lo: np.ndarray
+    hi: np.ndarray
+    pre_lo: list[np.ndarray]
+    pre_hi: list[np.ndarray]
+    in_exp: int
+
+
+def _build(net, sc: _Scaled, input_norm, output_norm, target, formulation, pb: SwitchedPassBounds | None,
+           out_exp: int | None) -> LipschitzMilp:
+    blocks = sc.blocks
     weights = [b.weight for b in blocks]
     builder = MilpBuilder()
-    fwd = encode_relu_network(builder, blocks, bounds.lo, bounds.hi, pre_lo, pre_hi, "bigm", layers=len(blocks) - 1)
+    fwd = encode_relu_network(builder, blocks, sc.lo, sc.hi, sc.pre_lo, sc.pre_hi, "bigm", layers=len(blocks) - 1)
+    target_err = None
     if formulation == "forward":
         if target is not None:
+            # c^T W in float64: its rounding (<= gamma_m |c|^T |W|) is added to the objective error
+            target_err = gamma(target.size + 2) * (np.abs(target)[None, :] @ np.abs(weights[-1]))
             weights[-1] = target[None, :] @ weights[-1]
         if target is not None and input_norm == "linf":
             # max over all sign vectors of the linear c^T J w is ||J^T c||_1: no |.| needed
@@ -173,12 +247,37 @@ def _build(net, bounds, input_norm, output_norm, target, formulation, pb: Switch
         deltas = list(reversed(fwd.delta))
     maps, phases = jacobian_maps(weights, fwd.phase, formulation)
     if pb is None:
+        # the objective scaled by 2^out_exp (exactly) so that its interval bound is of order one
         pb = switched_pass_bounds(maps, phases, vec.lo, vec.hi)
+        out_exp = _objective_exponent(pb.out_lo, pb.out_hi)
+        scaled = [_exact_ldexp(a, np.full(a.shape, out_exp)) for a in (maps[-1], pb.out_lo, pb.out_hi)]
+        if any(a is None for a in scaled):
+            out_exp = 0
+        else:
+            pb = replace(pb, out_lo=scaled[1], out_hi=scaled[2])
+    maps = maps[:-1] + [np.ldexp(maps[-1], out_exp)]
+    if target_err is not None:
+        target_err = np.ldexp(target_err, out_exp)
     signals: list[Expr] = []
     product = encode_switched_pass(builder, maps, deltas, phases, vec.expr, pb, signals)
     obj = encode_norm_objective(builder, product, pb.out_lo, pb.out_hi, objective)  # type: ignore[arg-type]
     builder.set_objective(obj.expr, "max")
-    return LipschitzMilp(builder.build(), formulation, blocks, fwd, vec, product, pb, obj, maps, phases, signals)
+    model = builder.build()
+    if target_err is not None:
+        s_mag = np.maximum(np.abs(pb.s_lo[-1]), np.abs(pb.s_hi[-1])) if pb.s_lo else np.abs(vec.hi)
+        e = float((target_err @ s_mag)[0]) * (1 + 1e-12)
+        y_mag = float(max(abs(pb.out_lo[0]), abs(pb.out_hi[0])))
+        extra = 2.0 * y_mag * e + e * e if obj.norm == "l2sq" else e
+        model = replace(model, obj_err=model.obj_err + extra)
+    return LipschitzMilp(model, formulation, blocks, fwd, vec, product, pb, obj, maps, phases, signals, sc.in_exp, out_exp)
+
+
+def _objective_exponent(lo: np.ndarray, hi: np.ndarray) -> int:
+    """e with 2^e times the objective's interval bound of order one (0 when it is zero)."""
+    mag = float(np.sum(np.maximum(np.abs(lo), np.abs(hi))))
+    if not (math.isfinite(mag) and mag > 0):
+        return 0
+    return int(np.clip(-np.round(np.log2(mag)), -600, 600))
 
 
 def _lp_tighten_pass(milp: LipschitzMilp, rebuild, deadline: float | None) -> LipschitzMilp:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -43,5 +44,8 @@ class SolveOptions:
     integrality_tol: float = 1e-9
     verbose: bool = False
     start: np.ndarray | None = None
+    # called by back-ends that can (Gurobi, HiGHS) with (incumbent value, dual bound, nodes) while
+    # they run; they also stop when `solvers.runtime.interrupted()` becomes true
+    on_progress: Callable[[float | None, float | None, int], None] | None = None
 
 

@@ -15,6 +15,8 @@ fuzzed nets.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from models.ir import Affine
@@ -77,3 +79,20 @@ def scale_hidden_neurons(
     if any(v is None for v in lo + hi):
         return blocks, pre_lo, pre_hi
     return new_blocks, lo, hi  # type: ignore[return-value]
+
+
+def scale_inputs(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray) -> tuple[list[Affine], np.ndarray, np.ndarray, int]:
+    """Inputs rescaled by one power of two x' = 2^-e x so that the box is of order one.
+
+    The first block's weights absorb 2^e (exact); a norm ball in x' is the same ball in x, so the
+    Jacobian (and every Lipschitz objective) is scaled by exactly 2^e. Returns e = 0 (nothing
+    changed) when the box is already moderate or a scaled number would round."""
+    m = float(np.max(np.maximum(np.abs(lo), np.abs(hi)), initial=0.0))
+    if not (math.isfinite(m) and m > 0) or 2.0**-4 <= m <= 2.0**4:
+        return blocks, lo, hi, 0
+    e = int(np.round(np.log2(m)))
+    w = _exact_ldexp(blocks[0].weight, np.full((1, blocks[0].in_dim), e))
+    lo2, hi2 = _exact_ldexp(lo, np.full(lo.shape, -e)), _exact_ldexp(hi, np.full(hi.shape, -e))
+    if w is None or lo2 is None or hi2 is None:
+        return blocks, lo, hi, 0
+    return [Affine(w, blocks[0].bias)] + list(blocks[1:]), lo2, hi2, e

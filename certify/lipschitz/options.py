@@ -1,0 +1,106 @@
+"""Choices, defaults and validation of `local_lipschitz`'s options (the CLI imports them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from models.errors import BadInput
+from models.ir import Network
+from solvers.bounds import METHODS as BOUND_METHODS
+from solvers.milp.backends import BACKEND_CHOICES
+from solvers.milp.lipschitz import FORMULATIONS, PASS_BOUNDS
+from solvers.norms import parse_norm
+
+from ..vectors import parse_positive, parse_vector
+
+NORMS: tuple[str, ...] = ("l1", "l2", "linf")
+L2_METHODS: tuple[str, ...] = ("auto", "miqp", "equivalence")
+DEFAULT_INPUT_NORM = "linf"
+DEFAULT_OUTPUT_NORM = "l1"
+DEFAULT_MIP_GAP = 1e-6
+DEFAULT_BOUNDS = "lp"
+DEFAULT_FORMULATION = "forward"
+DEFAULT_THREADS = 2
+
+__all__ = ["BACKEND_CHOICES", "BOUND_METHODS", "DEFAULT_BOUNDS", "DEFAULT_FORMULATION", "DEFAULT_INPUT_NORM",
+           "DEFAULT_MIP_GAP", "DEFAULT_OUTPUT_NORM", "DEFAULT_THREADS", "FORMULATIONS", "L2_METHODS", "LocalOptions",
+           "NORMS", "NormQuestion", "PASS_BOUNDS"]
+
+
+@dataclass(frozen=True)
+class NormQuestion:
+    """Which constant: ||J||_{p->q}, or the scalar c^T f (`target`, with `margin` when c = e_i - e_j)."""
+
+    p: str
+    q: str | None
+    target: np.ndarray | None = None
+    margin: tuple[int, int] | None = None
+
+    @classmethod
+    def of(cls, net: Network, input_norm: str, output_norm: str | None, margin=None, target=None) -> "NormQuestion":
+        p = parse_norm(input_norm, "input norm")
+        if margin is not None and target is not None:
+            raise BadInput("give either a margin (i, j) or a target vector, not both")
+        m = net.output_dim
+        if margin is not None:
+            try:
+                i, j = (int(v) for v in margin)
+            except (TypeError, ValueError):
+                raise BadInput(f"margin must be two output indices i,j, got {margin!r}") from None
+            if not (0 <= i < m and 0 <= j < m) or i == j:
+                raise BadInput(f"margin needs two different output indices in 0..{m - 1} (the model has {m} outputs), "
+                               f"got {i},{j}")
+            c = np.zeros(m)
+            c[i], c[j] = 1.0, -1.0
+            return cls(p, None, c, (i, j))
+        if target is not None:
+            c = parse_vector(target, "target")
+            if c.size != m:
+                raise BadInput(f"target has {c.size} values but the model has {m} outputs")
+            if not np.any(c):
+                raise BadInput("target vector is all zeros")
+            return cls(p, None, c)
+        return cls(p, parse_norm(output_norm or DEFAULT_OUTPUT_NORM, "output norm"))
+
+    @property
+    def uses_l2(self) -> bool:
+        return self.p == "l2" or self.q == "l2"
+
+
+@dataclass(frozen=True)
+class LocalOptions:
+    """Validated solver options of one `local_lipschitz` call."""
+
+    backend: str = "auto"
+    time_limit: float | None = None
+    mip_gap: float = DEFAULT_MIP_GAP
+    bounds: str = DEFAULT_BOUNDS
+    formulation: str = DEFAULT_FORMULATION
+    l2_method: str = "auto"
+    pass_bounds: str = "lp"
+    threads: int = DEFAULT_THREADS
+    warm_start: bool = True
+    verbose: bool = False
+
+    @classmethod
+    def of(cls, backend="auto", time_limit=None, mip_gap=None, bounds=DEFAULT_BOUNDS, formulation=DEFAULT_FORMULATION,
+           l2_method="auto", pass_bounds=None, threads=DEFAULT_THREADS, warm_start=True, verbose=False) -> "LocalOptions":
+        for value, choices, what in ((backend, BACKEND_CHOICES, "backend"), (bounds, BOUND_METHODS, "bounds method"),
+                                     (formulation, FORMULATIONS, "formulation"), (l2_method, L2_METHODS, "l2 method")):
+            if value not in choices:
+                raise BadInput(f"unknown {what} {value!r}; choose one of {', '.join(choices)}")
+        if pass_bounds is None:
+            pass_bounds = "lp" if bounds == "lp" else "interval"
+        if pass_bounds not in PASS_BOUNDS:
+            raise BadInput(f"unknown pass bounds {pass_bounds!r}; choose one of {', '.join(PASS_BOUNDS)}")
+        if time_limit is not None:
+            time_limit = parse_positive(time_limit, "time limit")
+        mip_gap = DEFAULT_MIP_GAP if mip_gap is None else parse_positive(mip_gap, "mip gap", allow_zero=True)
+        if mip_gap >= 1:
+            raise BadInput(f"mip gap is relative and must be below 1, got {mip_gap:g} (the default is {DEFAULT_MIP_GAP:g})")
+        if isinstance(threads, bool) or int(parse_positive(threads, "threads")) != threads:
+            raise BadInput(f"threads must be a positive integer, got {threads!r}")
+        return cls(backend, time_limit, mip_gap, bounds, formulation, l2_method, pass_bounds, int(threads),
+                   bool(warm_start), bool(verbose))

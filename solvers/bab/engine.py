@@ -1,0 +1,185 @@
+"""A best-first branch-and-bound engine whose upper bound is a proof at every moment.
+
+The engine maximises; a problem supplies three things (`BabProblem`): the root node, a sound bound
+of a node (`NodeBound`: an upper bound on the objective over the node's subset, optionally a
+feasible value below it, and whether the node is a leaf that cannot be split), and the children of
+a node (which must cover it). The engine keeps the open nodes in a max-heap and
+
+    upper = max(bounds of the open nodes, bounds of the nodes already closed),
+
+so `upper` is a sound bound on the whole problem whenever the search stops (time limit, node
+limit, Ctrl-C); `lower` is the best value the problem reported (callers replay it). A node is
+closed when it is a leaf or its bound is at most the prune level max(target, lower). The same
+engine proves MILP dual bounds (`solvers.bab.milp`) and runs the network branch-and-bounds of
+verification and Lipschitz-at-scale, each with its own node bounds.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generic, Protocol, TypeVar
+
+from ..runtime import interrupted
+
+N = TypeVar("N")
+
+
+@dataclass
+class NodeBound:
+    """What a problem knows about one node."""
+
+    upper: float                  # sound: no point of the node has a larger objective
+    lower: float = -math.inf      # a value attained in the node (the problem vouches for it), or -inf
+    leaf: bool = False            # cannot (or need not) be split further: its upper bound is final
+    data: Any = None              # whatever the problem needs to branch (e.g. the LP solution)
+    witness: Any = None           # what attains `lower` (returned as the incumbent)
+
+
+class BabProblem(Protocol[N]):
+    def root(self) -> N: ...
+
+    def bound(self, node: N) -> NodeBound: ...
+
+    def branch(self, node: N, bound: NodeBound, prune_level: float) -> list[tuple[N, float | None]]:
+        """Children covering `node`, each with an optional cheap upper bound (None: unknown).
+        A child whose cheap bound is <= `prune_level` is closed without being bounded."""
+        ...
+
+
+@dataclass
+class BabProgress:
+    """A progress event (also the final state): the proven interval and the search size."""
+
+    lower: float
+    upper: float
+    nodes: int
+    open_nodes: int
+    seconds: float
+
+
+@dataclass
+class BabResult(Generic[N]):
+    upper: float
+    lower: float
+    incumbent: Any
+    nodes: int
+    open_nodes: int
+    seconds: float
+    stop: str  # "closed" (tree exhausted), "gap", "time_limit", "node_limit", "interrupted"
+    max_depth: int = 0
+    closed_bound: float = -math.inf  # largest bound among closed nodes (part of `upper`)
+    open_bounds: list[float] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return self.stop in ("closed", "gap")
+
+
+def branch_and_bound(
+    problem: BabProblem,
+    *,
+    target: float = -math.inf,
+    gap: float | None = None,
+    deadline: float | None = None,
+    max_nodes: int | None = None,
+    progress: Callable[[BabProgress], None] | None = None,
+    progress_every: float = 0.5,
+    lower: float = -math.inf,
+) -> BabResult:
+    """Run the search. `target`: close nodes whose bound is <= target (prove upper <= target);
+    `gap`: stop once upper - lower <= gap * |upper|; `deadline`: a `time.perf_counter()` value;
+    `lower`: a value already known to be attained (prunes like the target)."""
+    t0 = time.perf_counter()
+    counter = itertools.count()
+    heap: list[tuple[float, int, int, Any, NodeBound | None]] = []
+    closed = -math.inf
+    incumbent = None
+    nodes = 0
+    max_depth = 0
+    last_report = t0
+    stop = "closed"
+    # the bound of a node taken off the heap whose children are not all pushed yet (+inf before
+    # the root is bounded): an interruption must not lose that part of the search space
+    pending = math.inf
+    hard_stop = False
+
+    def prune_level() -> float:
+        return max(target, lower)
+
+    def push(node, nb: NodeBound | None, bound: float, depth: int) -> None:
+        nonlocal closed, max_depth
+        max_depth = max(max_depth, depth)
+        if bound <= prune_level() or (nb is not None and nb.leaf):
+            closed = max(closed, bound)
+            return
+        heapq.heappush(heap, (-bound, next(counter), depth, node, nb))
+
+    def evaluate(node, depth: int) -> None:
+        nonlocal nodes, lower, incumbent
+        nb = problem.bound(node)
+        nodes += 1
+        if nb.lower > lower:
+            lower, incumbent = nb.lower, nb.witness
+        push(node, nb, nb.upper, depth)
+
+    def current_upper() -> float:
+        top = -heap[0][0] if heap else -math.inf
+        return max(closed, top, lower, pending)
+
+    try:
+        evaluate(problem.root(), 0)
+        pending = -math.inf
+        while heap:
+            up = current_upper()
+            if gap is not None and up - lower <= gap * abs(up):
+                stop = "gap"
+                break
+            if deadline is not None and time.perf_counter() >= deadline:
+                stop = "time_limit"
+                break
+            if interrupted():
+                stop = "interrupted"
+                break
+            if max_nodes is not None and nodes >= max_nodes:
+                stop = "node_limit"
+                break
+            neg, _, depth, node, nb = heapq.heappop(heap)
+            if -neg <= prune_level():  # the prune level rose since it was pushed
+                closed = max(closed, -neg)
+                continue
+            pending = -neg
+            for child, cheap in problem.branch(node, nb, prune_level()):
+                if cheap is not None and cheap <= prune_level():
+                    closed = max(closed, cheap)
+                    continue
+                evaluate(child, depth + 1)
+            pending = -math.inf
+            if progress is not None and time.perf_counter() - last_report >= progress_every:
+                last_report = time.perf_counter()
+                progress(BabProgress(lower, current_upper(), nodes, len(heap), last_report - t0))
+    except KeyboardInterrupt:
+        stop, hard_stop = "interrupted", True
+    upper = current_upper()
+    result = BabResult(upper, lower, incumbent, nodes, len(heap), time.perf_counter() - t0, stop, max_depth, closed,
+                       sorted((-h[0] for h in heap), reverse=True)[:8])
+    if progress is not None:
+        progress(BabProgress(lower, upper, nodes, len(heap), result.seconds))
+    if hard_stop:
+        raise BabInterrupted(result)
+    return result
+
+
+class BabInterrupted(KeyboardInterrupt):
+    """A hard KeyboardInterrupt during a search (a first Ctrl-C inside `solvers.runtime.
+    interruptible()` only stops it, with stop "interrupted"); `result` holds the sound interval."""
+
+    def __init__(self, result: BabResult) -> None:
+        super().__init__("interrupted")
+        self.result = result
+
+
+__all__ = ["BabInterrupted", "BabProblem", "BabProgress", "BabResult", "NodeBound", "branch_and_bound"]
