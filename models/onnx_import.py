@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .errors import ModelError, UnsupportedOperator
+from .file_kinds import diagnose
 from .ir import Affine, Network
 from .tracer import Builder, Symbolic, avg_pool2d, channel_affine, conv2d
 
@@ -41,9 +42,9 @@ def load_onnx(path: str | os.PathLike, check: bool = True, name: str | None = No
         model = onnx.load_model_from_string(data)
     except Exception as exc:  # protobuf DecodeError and friends
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelError(f"{path} is not a valid ONNX model ({first[:200]})") from None
+        raise ModelError(diagnose(data, path) or f"{path} is not a valid ONNX model ({first[:200]})") from None
     if not model.graph.node:
-        raise ModelError(f"{path} is not a valid ONNX model (the graph has no nodes)")
+        raise ModelError(diagnose(data, path) or f"{path} is not a valid ONNX model (the graph has no nodes)")
     # onnx.checker is not run: it rejects models onnxruntime executes (e.g. missing output
     # shapes); the lowering plus the onnxruntime comparison is the stricter gate.
     net = onnx_to_network(model, name=name or os.path.splitext(os.path.basename(path))[0])

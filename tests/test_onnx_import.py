@@ -289,3 +289,43 @@ def test_multiple_inputs_and_malformed_files(tmp_path):
         load_onnx(junk)
     with pytest.raises(ModelError, match="does not exist"):
         load_onnx(tmp_path / "missing.onnx")
+
+
+# ----------------------------------------------------------------------------- files that are not ONNX (item 13)
+def _zipped(data: bytes) -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("net.onnx", data)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("name,wrap,message", [
+    ("net.onnx.gz", lambda d: __import__("gzip").compress(d), r"gzip-compressed.*gunzip -k .*net\.onnx\.gz"),
+    ("net.onnx.bz2", lambda d: __import__("bz2").compress(d), r"bzip2-compressed.*bunzip2"),
+    ("net.zip", _zipped, "zip archive.*extract"),
+    ("net.onnx", lambda d: b"\x80\x04\x95" + b"\x00" * 40, "pickle.*never unpickles"),  # recognised, never loaded
+    ("prop.onnx", lambda d: b"; ACAS Xu property 1\n(declare-const X_0 Real)\n", "VNNLIB property"),
+    ("lfs.onnx", lambda d: b"version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 123\n", "git lfs pull"),
+    ("empty.onnx", lambda d: b"", "is empty"),
+])
+def test_compressed_and_foreign_files_say_what_to_do(tmp_path, name, wrap, message):
+    from models.zoo import acasxu_path
+
+    path = tmp_path / name
+    path.write_bytes(wrap(acasxu_path(1, 1).read_bytes()))
+    with pytest.raises(ModelError, match=message):
+        load_onnx(path)
+
+
+def test_gzip_model_on_the_command_line_is_exit_2_with_the_hint(tmp_path, cli):
+    import gzip
+
+    from models.zoo import acasxu_path
+    from tests.conftest import assert_bad_input
+
+    gz = tmp_path / "net.onnx.gz"
+    gz.write_bytes(gzip.compress(acasxu_path(1, 1).read_bytes()))
+    assert_bad_input(cli("inspect", gz), "gzip-compressed", "gunzip")
