@@ -16,11 +16,9 @@ import numpy as np
 
 from .errors import ModelError, UnsupportedOperator
 from .file_kinds import diagnose
-from .ir import Affine, Network
+from .ir import Network
+from .runtime_check import FLOAT32_RTOL, FLOAT64_RTOL, check_against_onnxruntime, magnitude_scale, relative_error  # noqa: F401
 from .tracer import Builder, Symbolic, avg_pool2d, channel_affine, conv2d
-
-FLOAT32_RTOL = 1e-5
-FLOAT64_RTOL = 1e-9
 
 
 def load_onnx(path: str | os.PathLike, check: bool = True, name: str | None = None) -> Network:
@@ -457,62 +455,3 @@ _HANDLERS: dict[str, Callable] = {
 }
 
 SUPPORTED_OPS = tuple(sorted(_HANDLERS))
-
-
-# ----------------------------------------------------------------------------- runtime check
-def magnitude_scale(net: Network, x: np.ndarray) -> np.ndarray:
-    """|W| |h| + |b| propagated through the net: a (loose) size of the terms summed per output."""
-    h = np.abs(np.asarray(x, dtype=np.float64))
-    for layer in net.layers:
-        h = np.abs(layer.weight) @ h + np.abs(layer.bias) if isinstance(layer, Affine) else h
-    return h
-
-
-def relative_error(ours: np.ndarray, ref: np.ndarray, magnitude: float) -> float:
-    """max |ours - ref| relative to the largest reference output over all samples.
-
-    The floor 1e-9 * magnitude only matters when every output cancels to almost nothing, where a
-    float32 runtime cannot be compared relatively.
-    """
-    den = max(float(np.max(np.abs(ref))), 1e-9 * magnitude, 1e-300)
-    return float(np.max(np.abs(ours - ref))) / den
-
-
-def check_against_onnxruntime(net: Network, model_bytes: bytes, samples: int = 8, seed: int = 0) -> float:
-    """Compare the IR with onnxruntime on random inputs; return the worst relative error."""
-    import onnx
-    import onnxruntime as ort
-
-    model = onnx.load_model_from_string(model_bytes)
-    init_names = {i.name for i in model.graph.initializer}
-    inp = next(i for i in model.graph.input if i.name not in init_names)
-    float64 = inp.type.tensor_type.elem_type == 11
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3
-    try:
-        sess = ort.InferenceSession(model_bytes, opts, providers=["CPUExecutionProvider"])
-    except Exception as exc:
-        raise ModelError(f"onnxruntime cannot load the model ({str(exc).splitlines()[0][:200]})") from None
-    rng = np.random.default_rng(seed)
-    xs = np.concatenate([rng.standard_normal((samples // 2, net.input_dim)), rng.uniform(0, 1, (samples - samples // 2, net.input_dim))])
-    dtype = np.float64 if float64 else np.float32
-    rtol = FLOAT64_RTOL if float64 else FLOAT32_RTOL
-    refs, ours, mags = [], [], []
-    for x in xs:
-        x = x.astype(dtype)
-        ref = np.asarray(sess.run(None, {inp.name: x.reshape(net.input_shape)})[0], dtype=np.float64).reshape(-1)
-        out = net.forward(x.astype(np.float64))
-        if ref.size != out.size:
-            raise ModelError(f"onnxruntime returns {ref.size} outputs, the imported network {out.size}")
-        refs.append(ref)
-        ours.append(out)
-        mags.append(float(np.max(magnitude_scale(net, x))))
-    worst = relative_error(np.array(ours), np.array(refs), max(mags))
-    if not np.isfinite(worst) or worst > rtol:
-        raise ModelError(
-            f"the imported network disagrees with onnxruntime (relative error {worst:.2e} > {rtol:.0e}); "
-            "the model uses a construct certify lowers incorrectly: please report it"
-        )
-    return worst

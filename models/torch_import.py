@@ -320,25 +320,26 @@ def _call_method(builder: Builder, method: str, args, kwargs, where: str):
 def check_against_torch(net: Network, module, samples: int = 8, seed: int = 0) -> float:
     """Compare the IR with the module's eval-mode forward; return the worst relative error."""
     torch = _torch()
-    from .onnx_import import magnitude_scale, relative_error
+    from .runtime_check import explain_range_problem, magnitude_scale, random_inputs, relative_error
 
     model = copy.deepcopy(module).eval()
     dtype = next((p.dtype for p in model.parameters()), torch.float32)
     rtol = TORCH_FLOAT64_RTOL if dtype == torch.float64 else TORCH_FLOAT32_RTOL
-    rng = np.random.default_rng(seed)
-    xs = np.concatenate([rng.standard_normal((samples // 2, net.input_dim)), rng.uniform(0, 1, (samples - samples // 2, net.input_dim))])
-    refs, ours, mags = [], [], []
+    xs = random_inputs(net.input_dim, samples, seed)
+    refs = []
     with torch.no_grad():
         for x in xs:
-            xt = torch.as_tensor(x, dtype=dtype).reshape(net.input_shape)
-            ref = model(xt).detach().double().numpy().reshape(-1)
-            out = net.forward(xt.double().numpy().reshape(-1))
-            if ref.size != out.size:
-                raise ModelError(f"torch returns {ref.size} outputs, the imported network {out.size}")
+            ref = model(torch.as_tensor(x, dtype=dtype).reshape(net.input_shape)).detach().double().numpy().reshape(-1)
+            if ref.size != net.output_dim:
+                raise ModelError(f"torch returns {ref.size} outputs, the imported network {net.output_dim}")
             refs.append(ref)
-            ours.append(out)
-            mags.append(float(np.max(magnitude_scale(net, x))))
-    worst = relative_error(np.array(ours), np.array(refs), max(mags))
+    xs_used = torch.as_tensor(xs, dtype=dtype).double().numpy()  # the inputs torch saw
+    refs_a = np.array(refs)
+    with np.errstate(over="ignore", invalid="ignore"):
+        ours_a = net.forward(xs_used)
+        worst = relative_error(ours_a, refs_a, float(np.max(magnitude_scale(net, xs))))
     if not np.isfinite(worst) or worst > rtol:
-        raise ModelError(f"the imported network disagrees with torch (relative error {worst:.2e} > {rtol:.0e})")
+        constants = {k: _to_numpy(v) for k, v in list(model.named_parameters()) + list(model.named_buffers())}
+        why = explain_range_problem(net, xs_used, refs_a, ours_a, dtype != torch.float64, constants, "torch", "parameter")
+        raise ModelError(why or f"the imported network disagrees with torch (relative error {worst:.2e} > {rtol:.0e})")
     return worst

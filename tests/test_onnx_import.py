@@ -291,6 +291,35 @@ def test_multiple_inputs_and_malformed_files(tmp_path):
         load_onnx(tmp_path / "missing.onnx")
 
 
+# ----------------------------------------------------------------------------- values outside float range (item 11)
+def _two_layer(tmp_path, scale1, scale2, elem=TensorProto.FLOAT):
+    dtype = np.float64 if elem == TensorProto.DOUBLE else np.float32
+    nodes = [helper.make_node("Gemm", ["x", "W1", "b1"], ["h"], transB=1, name="fc1"), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Gemm", ["r", "W2", "b2"], ["y"], transB=1, name="fc2")]
+    inits = {"W1": np.full((4, 3), scale1, dtype), "b1": np.zeros(4, dtype), "W2": np.full((2, 4), scale2, dtype), "b2": np.zeros(2, dtype)}
+    return save(make_model(nodes, inits, [1, 3], elem=elem), tmp_path)
+
+
+def test_float32_overflow_names_the_problem_not_a_lowering_bug(tmp_path):
+    """Weights 1e30: onnxruntime's float32 reaches inf (1e60 after the second layer)."""
+    with pytest.raises(ModelError, match=r"overflow float32.*layer 2 \(affine\).*1e\+30 in initializer 'W1'") as exc:
+        load_onnx(_two_layer(tmp_path, 1e30, 1e30))
+    assert "please report" not in str(exc.value)
+
+
+def test_float32_underflow_and_float64_overflow_are_named(tmp_path):
+    with pytest.raises(ModelError, match="below float32's range") as exc:
+        load_onnx(_two_layer(tmp_path, 1e-30, 1e-30))
+    assert "please report" not in str(exc.value)
+    with pytest.raises(ModelError, match=r"overflow float64.*1e\+200 in initializer 'W1'"):
+        load_onnx(_two_layer(tmp_path, 1e200, 1e200, elem=TensorProto.DOUBLE))
+
+
+def test_large_but_representable_weights_still_import(tmp_path):
+    net = load_onnx(_two_layer(tmp_path, 1e15, 1e15))  # 1e30 outputs: inside float32's range
+    assert net.forward(np.ones(3))[0] == pytest.approx(12e30, rel=1e-6)
+
+
 # ----------------------------------------------------------------------------- files that are not ONNX (item 13)
 def _zipped(data: bytes) -> bytes:
     import io
