@@ -146,7 +146,7 @@ def _pair(v) -> tuple[int, int]:
 
 
 def _linear(t: Symbolic, w: np.ndarray, b: np.ndarray | None) -> Symbolic:
-    return t.map_linear(lambda v: np.matmul(v, w.T), b)
+    return t.matmul(np.asarray(w, dtype=np.float64).T, b)
 
 
 def _call_module(builder: Builder, m, args, kwargs, where: str):
@@ -238,14 +238,14 @@ def _binary(builder: Builder, op, a, b, where: str):
     if not sa and not sb:
         return op(a, b)
     if op in (operator.add, operator.sub) and sa and sb:
-        nb = b if op is operator.add else Symbolic(-b.basis, -b.const, b.frontier)
+        nb = b if op is operator.add else b.neg()
         return builder.add(a, nb, where)
     if op is operator.add:
         return builder.add_const(a if sa else b, np.asarray(b if sa else a, dtype=np.float64), where)
     if op is operator.sub:
         if sa:
             return builder.add_const(a, -np.asarray(b, dtype=np.float64), where)
-        return builder.add_const(Symbolic(-b.basis, -b.const, b.frontier), np.asarray(a, dtype=np.float64), where)
+        return builder.add_const(b.neg(), np.asarray(a, dtype=np.float64), where)
     if op in (operator.mul, operator.truediv) and sa != sb:
         if op is operator.truediv and not sa:
             raise UnsupportedOperator(f"division by an input-dependent tensor ({where}) is not affine")
@@ -254,10 +254,7 @@ def _binary(builder: Builder, op, a, b, where: str):
             if np.any(c == 0):
                 raise ModelError(f"division by a constant containing 0 ({where})")
             c = 1.0 / c
-        out_shape = np.broadcast_shapes(t.shape, c.shape)
-        pad = len(out_shape) - len(t.shape)
-        basis = t.basis.reshape((t.basis.shape[0],) + (1,) * pad + t.shape) * c
-        return Symbolic(np.broadcast_to(basis, (basis.shape[0],) + out_shape).copy(), np.broadcast_to(t.const * c, out_shape).copy(), t.frontier)
+        return t.scale(c)
     raise UnsupportedOperator(f"{getattr(op, '__name__', op)} of two input-dependent tensors ({where}) is not affine")
 
 
@@ -276,7 +273,7 @@ def _call_function(builder: Builder, fn, args, kwargs, where: str):
         return _binary(builder, operator.truediv, args[0], args[1], where)
     if fn in (operator.neg, torch.neg):
         t = args[0]
-        return Symbolic(-t.basis, -t.const, t.frontier) if isinstance(t, Symbolic) else -t
+        return t.neg() if isinstance(t, Symbolic) else -t
     if fn is torch.flatten:
         return _flatten(args[0], *(args[1:] or [kwargs.get("start_dim", 0), kwargs.get("end_dim", -1)]))
     if fn is torch.reshape:

@@ -291,6 +291,35 @@ def test_multiple_inputs_and_malformed_files(tmp_path):
         load_onnx(tmp_path / "missing.onnx")
 
 
+def test_sparse_paths_of_the_tracer_match_onnxruntime(tmp_path):
+    """Operators on a non-identity map (no ReLU between them): conv -> average pool (ceil mode,
+    padding counted), broadcasting Mul to a larger shape, Gather with a negative index, Transpose,
+    W @ X on a 2-D tensor, Gemm with transA and alpha, Sub of two traced tensors, Concat with a
+    constant, and Pad."""
+    rng = np.random.default_rng(8)
+    nodes = [
+        helper.make_node("Conv", ["x", "K"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("AveragePool", ["c"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                         ceil_mode=1, count_include_pad=1),
+        helper.make_node("Mul", ["p", "m"], ["pm"]),  # (1, 2, 3, 4) * (2, 1, 1, 4) -> (2, 2, 3, 4)
+        helper.make_node("Gather", ["pm", "gi"], ["g"], axis=1),  # channels [-1, 0]
+        helper.make_node("Reshape", ["g", "s2"], ["g2"]),  # (6, 8)
+        helper.make_node("Transpose", ["g2"], ["gt"], perm=[1, 0]),
+        helper.make_node("MatMul", ["A", "gt"], ["ag"]),  # (4, 8) @ (8, 6)
+        helper.make_node("Gemm", ["ag", "B"], ["h"], transA=1, alpha=0.5),  # (6, 4) @ (4, 3)
+        helper.make_node("Slice", ["h", "st", "en", "ax"], ["hs"]),
+        helper.make_node("Sub", ["h", "hs"], ["d"]),  # broadcast (6, 3) - (1, 3)
+        helper.make_node("Concat", ["d", "extra"], ["cc"], axis=0),
+        helper.make_node("Pad", ["cc", "pads"], ["y"], mode="constant"),
+    ]
+    inits = {"K": rand(rng, 2, 1, 3, 3), "m": rand(rng, 2, 1, 1, 4), "gi": np.array([-1, 0], dtype=np.int64),
+             "s2": np.array([6, 8], dtype=np.int64), "A": rand(rng, 4, 8), "B": rand(rng, 4, 3),
+             "st": np.array([2], dtype=np.int64), "en": np.array([3], dtype=np.int64), "ax": np.array([0], dtype=np.int64),
+             "extra": rand(rng, 2, 3), "pads": np.array([1, 0, 0, 2], dtype=np.int64)}
+    net = _check_graph(tmp_path, make_model(nodes, inits, [1, 1, 5, 6]), [1, 1, 5, 6])
+    assert net.output_dim == 9 * 5
+
+
 # ----------------------------------------------------------------------------- values outside float range (item 11)
 def _two_layer(tmp_path, scale1, scale2, elem=TensorProto.FLOAT):
     dtype = np.float64 if elem == TensorProto.DOUBLE else np.float32
