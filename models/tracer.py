@@ -57,8 +57,8 @@ class Symbolic:
     def take(self, src: np.ndarray, const: np.ndarray) -> "Symbolic":
         """Element k of the result is element src[k] of this tensor (-1: zero), plus `const`."""
         const = np.array(const, dtype=np.float64)
-        if np.shape(src) != const.shape:
-            raise ModelError(f"internal shape mismatch {np.shape(src)} vs {const.shape}")
+        if np.shape(src) != const.shape:  # an importer bug, not bad input
+            raise AssertionError(f"row selection of shape {np.shape(src)} for a constant of shape {const.shape}")
         return Symbolic(mx.take_rows(self.matrix, src), const, self.frontier)
 
     def transpose(self, perm: Sequence[int]) -> "Symbolic":
