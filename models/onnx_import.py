@@ -14,12 +14,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from . import matrices as mx
 from .errors import ModelError, UnsupportedOperator
-from .ir import Affine, Network
+from .file_kinds import diagnose
+from .ir import Network
+from .runtime_check import FLOAT32_RTOL, FLOAT64_RTOL, check_against_onnxruntime, magnitude_scale, relative_error  # noqa: F401
 from .tracer import Builder, Symbolic, avg_pool2d, channel_affine, conv2d
-
-FLOAT32_RTOL = 1e-5
-FLOAT64_RTOL = 1e-9
 
 
 def load_onnx(path: str | os.PathLike, check: bool = True, name: str | None = None) -> Network:
@@ -41,9 +41,9 @@ def load_onnx(path: str | os.PathLike, check: bool = True, name: str | None = No
         model = onnx.load_model_from_string(data)
     except Exception as exc:  # protobuf DecodeError and friends
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelError(f"{path} is not a valid ONNX model ({first[:200]})") from None
+        raise ModelError(diagnose(data, path) or f"{path} is not a valid ONNX model ({first[:200]})") from None
     if not model.graph.node:
-        raise ModelError(f"{path} is not a valid ONNX model (the graph has no nodes)")
+        raise ModelError(diagnose(data, path) or f"{path} is not a valid ONNX model (the graph has no nodes)")
     # onnx.checker is not run: it rejects models onnxruntime executes (e.g. missing output
     # shapes); the lowering plus the onnxruntime comparison is the stricter gate.
     net = onnx_to_network(model, name=name or os.path.splitext(os.path.basename(path))[0])
@@ -73,28 +73,21 @@ def onnx_to_network(model, name: str = "onnx") -> Network:
         raise UnsupportedOperator(f"the model has {len(graph.output)} outputs; certify supports single-output models")
     inp = inputs[0]
     shape = _static_shape(inp)
+    check_operators(graph, inp.name)  # before anything is traced or allocated
     builder = Builder(shape, name)
     values[inp.name] = builder.input()
 
     for node in graph.node:
-        if node.domain not in ("", "ai.onnx"):
-            raise UnsupportedOperator(f"unsupported operator {node.domain}.{node.op_type} (node '{node.name}')")
-        args = [values[n] if n else None for n in node.input]
         missing = [n for n in node.input if n and n not in values]
         if missing:
             raise ModelError(f"node '{node.name}' ({node.op_type}) reads undefined tensor '{missing[0]}'")
+        args = [values[n] if n else None for n in node.input]
         if all(not isinstance(a, Symbolic) for a in args) and node.op_type != "Shape":
             outs = _fold(node, args, opset)
         elif node.op_type == "Shape":
             outs = [_shape_of(args[0], node)]
         else:
-            handler = _HANDLERS.get(node.op_type)
-            if handler is None:
-                raise UnsupportedOperator(
-                    f"unsupported operator {node.op_type} (node '{node.name or node.output[0]}'); "
-                    "certify handles affine layers and ReLU"
-                )
-            outs = handler(builder, node, args, _attrs(node), opset)
+            outs = _HANDLERS[node.op_type](builder, node, args, _attrs(node), opset)
         for out_name, val in zip(node.output, outs):
             if out_name:
                 values[out_name] = val
@@ -103,6 +96,34 @@ def onnx_to_network(model, name: str = "onnx") -> Network:
     if not isinstance(out, Symbolic):
         raise ModelError("the model's output does not depend on its input")
     return builder.finish(out)
+
+
+def check_operators(graph, input_name: str) -> None:
+    """Refuse the model when a node certify cannot lower acts on the input, naming every such
+    operator and its first node, before any tensor is traced.
+
+    A node acts on the input when one of its inputs does (Shape only reads the static shape);
+    nodes on constants alone are folded, except operators from other domains (never evaluable).
+    """
+    dependent = {input_name}
+    bad: dict[str, list[str]] = {}
+    for node in graph.node:
+        op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
+        on_input = node.op_type != "Shape" and any(n in dependent for n in node.input if n)
+        if on_input:
+            dependent.update(n for n in node.output if n)
+        if (on_input and node.op_type not in _HANDLERS) or node.domain not in ("", "ai.onnx"):
+            bad.setdefault(op, []).append(node.name or (node.output[0] if node.output else "?"))
+    if not bad:
+        return
+    parts = []
+    for op, nodes in bad.items():
+        parts.append(f"{op} (node '{nodes[0]}')" if len(nodes) == 1 else f"{op} ({len(nodes)} nodes, first '{nodes[0]}')")
+    listed = ", ".join(parts[:6]) + (f" and {len(parts) - 6} more" if len(parts) > 6 else "")
+    raise UnsupportedOperator(
+        f"unsupported operator{'s' if len(parts) > 1 else ''} {listed}; certify handles affine layers and ReLU "
+        "(the README's Models section lists the supported operators)"
+    )
 
 
 def _static_shape(value_info) -> tuple[int, ...]:
@@ -157,14 +178,6 @@ def _sym_and_const(args: Sequence, node) -> tuple[Symbolic, np.ndarray, bool]:
     )
 
 
-def _broadcast_op(t: Symbolic, fn: Callable[[np.ndarray], np.ndarray], other_shape: tuple) -> Symbolic:
-    """Apply an elementwise op with a constant, aligning the constant with the value axes."""
-    out_shape = np.broadcast_shapes(t.shape, other_shape)
-    pad = len(out_shape) - len(t.shape)
-    basis = t.basis.reshape((t.basis.shape[0],) + (1,) * pad + t.shape)
-    return Symbolic(np.broadcast_to(fn(basis), (basis.shape[0],) + out_shape).copy(), np.broadcast_to(fn(t.const), out_shape).copy(), t.frontier)
-
-
 # ----------------------------------------------------------------------------- handlers
 def _identity(b, node, args, attrs, opset):
     return [args[0]]
@@ -181,22 +194,18 @@ def _add(b, node, args, attrs, opset):
     return [b.add_const(t, c, node.op_type)]
 
 
-def _neg_sym(t: Symbolic) -> Symbolic:
-    return Symbolic(-t.basis, -t.const, t.frontier)
-
-
 def _sub(b, node, args, attrs, opset):
     if isinstance(args[0], Symbolic) and isinstance(args[1], Symbolic):
-        return [b.add(args[0], _neg_sym(args[1]), f"Sub (node '{node.name}')")]
+        return [b.add(args[0], args[1].neg(), f"Sub (node '{node.name}')")]
     t, c, first = _sym_and_const(args, node)
     if first:
         return [b.add_const(t, -c, node.op_type)]
-    return [b.add_const(_neg_sym(t), c, node.op_type)]
+    return [b.add_const(t.neg(), c, node.op_type)]
 
 
 def _mul(b, node, args, attrs, opset):
     t, c, _ = _sym_and_const(args, node)
-    return [_broadcast_op(t, lambda v: v * c, c.shape)]
+    return [t.scale(c)]
 
 
 def _div(b, node, args, attrs, opset):
@@ -205,20 +214,16 @@ def _div(b, node, args, attrs, opset):
         raise UnsupportedOperator(f"Div by an input-dependent tensor (node '{node.name}') is not affine; unsupported")
     if np.any(c == 0):
         raise ModelError(f"Div by a constant containing 0 (node '{node.name}')")
-    return [_broadcast_op(t, lambda v: v / c, c.shape)]
+    return [t.scale(c, divide=True)]
 
 
 def _neg(b, node, args, attrs, opset):
-    return [_neg_sym(args[0])]
+    return [args[0].neg()]
 
 
 def _matmul(b, node, args, attrs, opset):
     t, w, first = _sym_and_const(args, node)
-    if first:
-        return [t.map_linear(lambda v: np.matmul(v, w))]
-    if len(t.shape) == 1:  # W @ x with a vector x
-        return [Symbolic(t.basis @ w.T, w @ t.const, t.frontier)]
-    return [Symbolic(np.matmul(w, t.basis), np.matmul(w, t.const), t.frontier)]
+    return [t.matmul(w) if first else t.left_matmul(w)]
 
 
 def _gemm(b, node, args, attrs, opset):
@@ -226,15 +231,11 @@ def _gemm(b, node, args, attrs, opset):
     ta, tb = attrs.get("transA", 0), attrs.get("transB", 0)
     t, w, first = _sym_and_const(args[:2], node)
     if first:
-        if ta:
-            t = _transpose_sym(t, (1, 0))
-        w = w.T if tb else w
-        out = t.map_linear(lambda v: alpha * np.matmul(v, w))
+        out = (t.transpose((1, 0)) if ta else t).matmul(w.T if tb else w)
     else:
-        if tb:
-            t = _transpose_sym(t, (1, 0))
-        w = w.T if ta else w
-        out = Symbolic(alpha * np.matmul(w, t.basis), alpha * (w @ t.const), t.frontier)
+        out = (t.transpose((1, 0)) if tb else t).left_matmul(w.T if ta else w)
+    if alpha != 1.0:
+        out = out.scale(alpha)
     if len(args) > 2 and args[2] is not None:
         if isinstance(args[2], Symbolic):
             raise UnsupportedOperator(f"Gemm with an input-dependent C (node '{node.name}')")
@@ -242,15 +243,10 @@ def _gemm(b, node, args, attrs, opset):
     return [out]
 
 
-def _transpose_sym(t: Symbolic, perm: Sequence[int]) -> Symbolic:
-    perm = tuple(int(p) for p in perm)
-    return Symbolic(t.basis.transpose((0,) + tuple(p + 1 for p in perm)), t.const.transpose(perm), t.frontier)
-
-
 def _transpose(b, node, args, attrs, opset):
     t = args[0]
     perm = attrs.get("perm", list(range(len(t.shape)))[::-1])
-    return [_transpose_sym(t, perm)]
+    return [t.transpose(perm)]
 
 
 def _flatten(b, node, args, attrs, opset):
@@ -296,21 +292,25 @@ def _unsqueeze(b, node, args, attrs, opset):
     return [t.reshape(shape)]
 
 
-def _as_symbolic(x, like: Symbolic) -> Symbolic:
-    if isinstance(x, Symbolic):
-        return x
-    arr = np.asarray(x, dtype=np.float64)
-    return Symbolic(np.zeros((like.basis.shape[0],) + arr.shape), arr, like.frontier)
-
-
 def _concat(b, node, args, attrs, opset):
     syms = [a for a in args if isinstance(a, Symbolic)]
     for s in syms:
         b._check(s, f"Concat (node '{node.name}')")
-    parts = [_as_symbolic(a, syms[0]) for a in args]
+    # rows of the stacked symbolic parts; constant parts contribute zero rows (-1) and their values
+    src, consts, offset = [], [], 0
+    for a in args:
+        if isinstance(a, Symbolic):
+            src.append(a.positions() + offset)
+            consts.append(a.const)
+            offset += a.size
+        else:
+            arr = np.asarray(a, dtype=np.float64)
+            src.append(np.full(arr.shape, -1))
+            consts.append(arr)
     axis = attrs["axis"]
-    axis = axis + len(parts[0].shape) if axis < 0 else axis
-    return [Symbolic(np.concatenate([p.basis for p in parts], axis=axis + 1), np.concatenate([p.const for p in parts], axis=axis), syms[0].frontier)]
+    axis = axis + len(consts[0].shape) if axis < 0 else axis
+    stacked = Symbolic(mx.vstack([t.matrix for t in syms]), np.zeros(offset), syms[0].frontier)
+    return [stacked.take(np.concatenate(src, axis=axis), np.concatenate(consts, axis=axis))]
 
 
 def _gather(b, node, args, attrs, opset):
@@ -319,7 +319,7 @@ def _gather(b, node, args, attrs, opset):
         raise UnsupportedOperator(f"Gather with input-dependent indices (node '{node.name}')")
     axis = attrs.get("axis", 0)
     axis = axis + len(t.shape) if axis < 0 else axis
-    return [Symbolic(np.take(t.basis, idx, axis=axis + 1), np.take(t.const, idx, axis=axis), t.frontier)]
+    return [t.take(np.take(t.positions(), idx, axis=axis), np.take(t.const, idx, axis=axis))]
 
 
 def _slice(b, node, args, attrs, opset):
@@ -336,7 +336,7 @@ def _slice(b, node, args, attrs, opset):
     for s, e, a, st in zip(starts, ends, axes, steps):
         a = a + len(t.shape) if a < 0 else a
         index[a] = slice(int(max(min(s, 2**62), -(2**62))), int(max(min(e, 2**62), -(2**62))), int(st))
-    return [Symbolic(t.basis[(slice(None),) + tuple(index)].copy(), t.const[tuple(index)].copy(), t.frontier)]
+    return [t.take(t.positions()[tuple(index)], t.const[tuple(index)])]
 
 
 def _pad(b, node, args, attrs, opset):
@@ -354,9 +354,9 @@ def _pad(b, node, args, attrs, opset):
             raise UnsupportedOperator(f"Pad with axes (node '{node.name}')")
     nd = len(t.shape)
     width = [(int(pads[i]), int(pads[i + nd])) for i in range(nd)]
-    basis = np.pad(t.basis, [(0, 0)] + width)
-    const = np.pad(t.const, width, constant_values=value)
-    return [Symbolic(basis, const, t.frontier)]
+    if any(p < 0 for w in width for p in w):
+        raise UnsupportedOperator(f"Pad with negative pads (node '{node.name}')")
+    return [t.take(np.pad(t.positions(), width, constant_values=-1), np.pad(t.const, width, constant_values=value))]
 
 
 def _conv(b, node, args, attrs, opset):
@@ -382,7 +382,7 @@ def _conv(b, node, args, attrs, opset):
     top, left, bottom, right = pads[0], pads[1], pads[2], pads[3]
     out = conv2d(t, b, w, bias, strides, (top, left, bottom, right), dil, attrs.get("group", 1), f"Conv (node '{node.name}')")
     if one_d:
-        out = Symbolic(out.basis, out.const, out.frontier, out.conv).reshape(out.shape[:-2] + (out.shape[-1],))
+        out = out.reshape(out.shape[:-2] + (out.shape[-1],))
     return [out]
 
 
@@ -456,62 +456,3 @@ _HANDLERS: dict[str, Callable] = {
 }
 
 SUPPORTED_OPS = tuple(sorted(_HANDLERS))
-
-
-# ----------------------------------------------------------------------------- runtime check
-def magnitude_scale(net: Network, x: np.ndarray) -> np.ndarray:
-    """|W| |h| + |b| propagated through the net: a (loose) size of the terms summed per output."""
-    h = np.abs(np.asarray(x, dtype=np.float64))
-    for layer in net.layers:
-        h = np.abs(layer.weight) @ h + np.abs(layer.bias) if isinstance(layer, Affine) else h
-    return h
-
-
-def relative_error(ours: np.ndarray, ref: np.ndarray, magnitude: float) -> float:
-    """max |ours - ref| relative to the largest reference output over all samples.
-
-    The floor 1e-9 * magnitude only matters when every output cancels to almost nothing, where a
-    float32 runtime cannot be compared relatively.
-    """
-    den = max(float(np.max(np.abs(ref))), 1e-9 * magnitude, 1e-300)
-    return float(np.max(np.abs(ours - ref))) / den
-
-
-def check_against_onnxruntime(net: Network, model_bytes: bytes, samples: int = 8, seed: int = 0) -> float:
-    """Compare the IR with onnxruntime on random inputs; return the worst relative error."""
-    import onnx
-    import onnxruntime as ort
-
-    model = onnx.load_model_from_string(model_bytes)
-    init_names = {i.name for i in model.graph.initializer}
-    inp = next(i for i in model.graph.input if i.name not in init_names)
-    float64 = inp.type.tensor_type.elem_type == 11
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3
-    try:
-        sess = ort.InferenceSession(model_bytes, opts, providers=["CPUExecutionProvider"])
-    except Exception as exc:
-        raise ModelError(f"onnxruntime cannot load the model ({str(exc).splitlines()[0][:200]})") from None
-    rng = np.random.default_rng(seed)
-    xs = np.concatenate([rng.standard_normal((samples // 2, net.input_dim)), rng.uniform(0, 1, (samples - samples // 2, net.input_dim))])
-    dtype = np.float64 if float64 else np.float32
-    rtol = FLOAT64_RTOL if float64 else FLOAT32_RTOL
-    refs, ours, mags = [], [], []
-    for x in xs:
-        x = x.astype(dtype)
-        ref = np.asarray(sess.run(None, {inp.name: x.reshape(net.input_shape)})[0], dtype=np.float64).reshape(-1)
-        out = net.forward(x.astype(np.float64))
-        if ref.size != out.size:
-            raise ModelError(f"onnxruntime returns {ref.size} outputs, the imported network {out.size}")
-        refs.append(ref)
-        ours.append(out)
-        mags.append(float(np.max(magnitude_scale(net, x))))
-    worst = relative_error(np.array(ours), np.array(refs), max(mags))
-    if not np.isfinite(worst) or worst > rtol:
-        raise ModelError(
-            f"the imported network disagrees with onnxruntime (relative error {worst:.2e} > {rtol:.0e}); "
-            "the model uses a construct certify lowers incorrectly: please report it"
-        )
-    return worst

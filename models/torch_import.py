@@ -146,7 +146,7 @@ def _pair(v) -> tuple[int, int]:
 
 
 def _linear(t: Symbolic, w: np.ndarray, b: np.ndarray | None) -> Symbolic:
-    return t.map_linear(lambda v: np.matmul(v, w.T), b)
+    return t.matmul(np.asarray(w, dtype=np.float64).T, b)
 
 
 def _call_module(builder: Builder, m, args, kwargs, where: str):
@@ -238,14 +238,14 @@ def _binary(builder: Builder, op, a, b, where: str):
     if not sa and not sb:
         return op(a, b)
     if op in (operator.add, operator.sub) and sa and sb:
-        nb = b if op is operator.add else Symbolic(-b.basis, -b.const, b.frontier)
+        nb = b if op is operator.add else b.neg()
         return builder.add(a, nb, where)
     if op is operator.add:
         return builder.add_const(a if sa else b, np.asarray(b if sa else a, dtype=np.float64), where)
     if op is operator.sub:
         if sa:
             return builder.add_const(a, -np.asarray(b, dtype=np.float64), where)
-        return builder.add_const(Symbolic(-b.basis, -b.const, b.frontier), np.asarray(a, dtype=np.float64), where)
+        return builder.add_const(b.neg(), np.asarray(a, dtype=np.float64), where)
     if op in (operator.mul, operator.truediv) and sa != sb:
         if op is operator.truediv and not sa:
             raise UnsupportedOperator(f"division by an input-dependent tensor ({where}) is not affine")
@@ -254,10 +254,7 @@ def _binary(builder: Builder, op, a, b, where: str):
             if np.any(c == 0):
                 raise ModelError(f"division by a constant containing 0 ({where})")
             c = 1.0 / c
-        out_shape = np.broadcast_shapes(t.shape, c.shape)
-        pad = len(out_shape) - len(t.shape)
-        basis = t.basis.reshape((t.basis.shape[0],) + (1,) * pad + t.shape) * c
-        return Symbolic(np.broadcast_to(basis, (basis.shape[0],) + out_shape).copy(), np.broadcast_to(t.const * c, out_shape).copy(), t.frontier)
+        return t.scale(c)
     raise UnsupportedOperator(f"{getattr(op, '__name__', op)} of two input-dependent tensors ({where}) is not affine")
 
 
@@ -276,7 +273,7 @@ def _call_function(builder: Builder, fn, args, kwargs, where: str):
         return _binary(builder, operator.truediv, args[0], args[1], where)
     if fn in (operator.neg, torch.neg):
         t = args[0]
-        return Symbolic(-t.basis, -t.const, t.frontier) if isinstance(t, Symbolic) else -t
+        return t.neg() if isinstance(t, Symbolic) else -t
     if fn is torch.flatten:
         return _flatten(args[0], *(args[1:] or [kwargs.get("start_dim", 0), kwargs.get("end_dim", -1)]))
     if fn is torch.reshape:
@@ -320,25 +317,26 @@ def _call_method(builder: Builder, method: str, args, kwargs, where: str):
 def check_against_torch(net: Network, module, samples: int = 8, seed: int = 0) -> float:
     """Compare the IR with the module's eval-mode forward; return the worst relative error."""
     torch = _torch()
-    from .onnx_import import magnitude_scale, relative_error
+    from .runtime_check import explain_range_problem, magnitude_scale, random_inputs, relative_error
 
     model = copy.deepcopy(module).eval()
     dtype = next((p.dtype for p in model.parameters()), torch.float32)
     rtol = TORCH_FLOAT64_RTOL if dtype == torch.float64 else TORCH_FLOAT32_RTOL
-    rng = np.random.default_rng(seed)
-    xs = np.concatenate([rng.standard_normal((samples // 2, net.input_dim)), rng.uniform(0, 1, (samples - samples // 2, net.input_dim))])
-    refs, ours, mags = [], [], []
+    xs = random_inputs(net.input_dim, samples, seed)
+    refs = []
     with torch.no_grad():
         for x in xs:
-            xt = torch.as_tensor(x, dtype=dtype).reshape(net.input_shape)
-            ref = model(xt).detach().double().numpy().reshape(-1)
-            out = net.forward(xt.double().numpy().reshape(-1))
-            if ref.size != out.size:
-                raise ModelError(f"torch returns {ref.size} outputs, the imported network {out.size}")
+            ref = model(torch.as_tensor(x, dtype=dtype).reshape(net.input_shape)).detach().double().numpy().reshape(-1)
+            if ref.size != net.output_dim:
+                raise ModelError(f"torch returns {ref.size} outputs, the imported network {net.output_dim}")
             refs.append(ref)
-            ours.append(out)
-            mags.append(float(np.max(magnitude_scale(net, x))))
-    worst = relative_error(np.array(ours), np.array(refs), max(mags))
+    xs_used = torch.as_tensor(xs, dtype=dtype).double().numpy()  # the inputs torch saw
+    refs_a = np.array(refs)
+    with np.errstate(over="ignore", invalid="ignore"):
+        ours_a = net.forward(xs_used)
+        worst = relative_error(ours_a, refs_a, float(np.max(magnitude_scale(net, xs))))
     if not np.isfinite(worst) or worst > rtol:
-        raise ModelError(f"the imported network disagrees with torch (relative error {worst:.2e} > {rtol:.0e})")
+        constants = {k: _to_numpy(v) for k, v in list(model.named_parameters()) + list(model.named_buffers())}
+        why = explain_range_problem(net, xs_used, refs_a, ours_a, dtype != torch.float64, constants, "torch", "parameter")
+        raise ModelError(why or f"the imported network disagrees with torch (relative error {worst:.2e} > {rtol:.0e})")
     return worst

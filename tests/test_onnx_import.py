@@ -289,3 +289,101 @@ def test_multiple_inputs_and_malformed_files(tmp_path):
         load_onnx(junk)
     with pytest.raises(ModelError, match="does not exist"):
         load_onnx(tmp_path / "missing.onnx")
+
+
+def test_sparse_paths_of_the_tracer_match_onnxruntime(tmp_path):
+    """Operators on a non-identity map (no ReLU between them): conv -> average pool (ceil mode,
+    padding counted), broadcasting Mul to a larger shape, Gather with a negative index, Transpose,
+    W @ X on a 2-D tensor, Gemm with transA and alpha, Sub of two traced tensors, Concat with a
+    constant, and Pad."""
+    rng = np.random.default_rng(8)
+    nodes = [
+        helper.make_node("Conv", ["x", "K"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("AveragePool", ["c"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                         ceil_mode=1, count_include_pad=1),
+        helper.make_node("Mul", ["p", "m"], ["pm"]),  # (1, 2, 3, 4) * (2, 1, 1, 4) -> (2, 2, 3, 4)
+        helper.make_node("Gather", ["pm", "gi"], ["g"], axis=1),  # channels [-1, 0]
+        helper.make_node("Reshape", ["g", "s2"], ["g2"]),  # (6, 8)
+        helper.make_node("Transpose", ["g2"], ["gt"], perm=[1, 0]),
+        helper.make_node("MatMul", ["A", "gt"], ["ag"]),  # (4, 8) @ (8, 6)
+        helper.make_node("Gemm", ["ag", "B"], ["h"], transA=1, alpha=0.5),  # (6, 4) @ (4, 3)
+        helper.make_node("Slice", ["h", "st", "en", "ax"], ["hs"]),
+        helper.make_node("Sub", ["h", "hs"], ["d"]),  # broadcast (6, 3) - (1, 3)
+        helper.make_node("Concat", ["d", "extra"], ["cc"], axis=0),
+        helper.make_node("Pad", ["cc", "pads"], ["y"], mode="constant"),
+    ]
+    inits = {"K": rand(rng, 2, 1, 3, 3), "m": rand(rng, 2, 1, 1, 4), "gi": np.array([-1, 0], dtype=np.int64),
+             "s2": np.array([6, 8], dtype=np.int64), "A": rand(rng, 4, 8), "B": rand(rng, 4, 3),
+             "st": np.array([2], dtype=np.int64), "en": np.array([3], dtype=np.int64), "ax": np.array([0], dtype=np.int64),
+             "extra": rand(rng, 2, 3), "pads": np.array([1, 0, 0, 2], dtype=np.int64)}
+    net = _check_graph(tmp_path, make_model(nodes, inits, [1, 1, 5, 6]), [1, 1, 5, 6])
+    assert net.output_dim == 9 * 5
+
+
+# ----------------------------------------------------------------------------- values outside float range (item 11)
+def _two_layer(tmp_path, scale1, scale2, elem=TensorProto.FLOAT):
+    dtype = np.float64 if elem == TensorProto.DOUBLE else np.float32
+    nodes = [helper.make_node("Gemm", ["x", "W1", "b1"], ["h"], transB=1, name="fc1"), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Gemm", ["r", "W2", "b2"], ["y"], transB=1, name="fc2")]
+    inits = {"W1": np.full((4, 3), scale1, dtype), "b1": np.zeros(4, dtype), "W2": np.full((2, 4), scale2, dtype), "b2": np.zeros(2, dtype)}
+    return save(make_model(nodes, inits, [1, 3], elem=elem), tmp_path)
+
+
+def test_float32_overflow_names_the_problem_not_a_lowering_bug(tmp_path):
+    """Weights 1e30: onnxruntime's float32 reaches inf (1e60 after the second layer)."""
+    with pytest.raises(ModelError, match=r"overflow float32.*layer 2 \(affine\).*1e\+30 in initializer 'W1'") as exc:
+        load_onnx(_two_layer(tmp_path, 1e30, 1e30))
+    assert "please report" not in str(exc.value)
+
+
+def test_float32_underflow_and_float64_overflow_are_named(tmp_path):
+    with pytest.raises(ModelError, match="below float32's range") as exc:
+        load_onnx(_two_layer(tmp_path, 1e-30, 1e-30))
+    assert "please report" not in str(exc.value)
+    with pytest.raises(ModelError, match=r"overflow float64.*1e\+200 in initializer 'W1'"):
+        load_onnx(_two_layer(tmp_path, 1e200, 1e200, elem=TensorProto.DOUBLE))
+
+
+def test_large_but_representable_weights_still_import(tmp_path):
+    net = load_onnx(_two_layer(tmp_path, 1e15, 1e15))  # 1e30 outputs: inside float32's range
+    assert net.forward(np.ones(3))[0] == pytest.approx(12e30, rel=1e-6)
+
+
+# ----------------------------------------------------------------------------- files that are not ONNX (item 13)
+def _zipped(data: bytes) -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("net.onnx", data)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("name,wrap,message", [
+    ("net.onnx.gz", lambda d: __import__("gzip").compress(d), r"gzip-compressed.*gunzip -k .*net\.onnx\.gz"),
+    ("net.onnx.bz2", lambda d: __import__("bz2").compress(d), r"bzip2-compressed.*bunzip2"),
+    ("net.zip", _zipped, "zip archive.*extract"),
+    ("net.onnx", lambda d: b"\x80\x04\x95" + b"\x00" * 40, "pickle.*never unpickles"),  # recognised, never loaded
+    ("prop.onnx", lambda d: b"; ACAS Xu property 1\n(declare-const X_0 Real)\n", "VNNLIB property"),
+    ("lfs.onnx", lambda d: b"version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 123\n", "git lfs pull"),
+    ("empty.onnx", lambda d: b"", "is empty"),
+])
+def test_compressed_and_foreign_files_say_what_to_do(tmp_path, name, wrap, message):
+    from models.zoo import acasxu_path
+
+    path = tmp_path / name
+    path.write_bytes(wrap(acasxu_path(1, 1).read_bytes()))
+    with pytest.raises(ModelError, match=message):
+        load_onnx(path)
+
+
+def test_gzip_model_on_the_command_line_is_exit_2_with_the_hint(tmp_path, cli):
+    import gzip
+
+    from models.zoo import acasxu_path
+    from tests.conftest import assert_bad_input
+
+    gz = tmp_path / "net.onnx.gz"
+    gz.write_bytes(gzip.compress(acasxu_path(1, 1).read_bytes()))
+    assert_bad_input(cli("inspect", gz), "gzip-compressed", "gunzip")

@@ -98,3 +98,13 @@ def test_refusals():
         from_torch(bad)
     with pytest.raises(BadInput, match="input_shape"):
         from_torch(torch.nn.Sequential(torch.nn.Conv2d(1, 1, 2)))
+
+
+def test_float32_overflow_in_torch_names_the_parameter():
+    """The torch check explains float32 overflow like the ONNX one (issue 11, item 11)."""
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    with torch.no_grad():
+        model[0].weight.fill_(1e30)
+        model[2].weight.fill_(1e30)
+    with pytest.raises(ModelError, match=r"torch computes inf/NaN.*overflow float32.*1e\+30 in parameter '0.weight'"):
+        from_torch(model)
