@@ -81,7 +81,7 @@ def emit(args: argparse.Namespace, result: dict, human: Callable[[dict], None]) 
 def console():
     from rich.console import Console
 
-    return Console(highlight=False)
+    return Console(highlight=False, soft_wrap=True)  # long lines stay whole (copy-pasteable)
 
 
 def fmt(x: float, digits: int = 6) -> str:
