@@ -73,7 +73,12 @@ def _read_file(path: str, name: str) -> np.ndarray:
 
 def parse_positive(value: float, name: str, allow_zero: bool = False) -> float:
     """Validate a positive finite scalar (radius, epsilon, time limit, ...)."""
-    v = float(value)
+    if isinstance(value, (bool, np.bool_, str, bytes)):
+        raise BadInput(f"{name} must be a number, got {value!r}")
+    try:
+        v = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise BadInput(f"{name} must be a number, got {value!r}") from None
     if not np.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
         raise BadInput(f"{name} must be a {'non-negative' if allow_zero else 'positive'} finite number, got {value}")
     return v

@@ -230,3 +230,12 @@ def test_a_valid_command_line_of_each_case_succeeds():
 def test_nan_sensitivity_is_refused_not_nan_noise(cli):
     assert_bad_input(cli("calibrate", "laplace", "--epsilon", "1", "--sensitivity", "nan"), "sensitivity")
     assert math.isfinite(cli("calibrate", "laplace", "--epsilon", "1", "--sensitivity", "0", "--json").json()["scale"])
+
+
+@pytest.mark.parametrize("bad", ["abc", True, None, "1"])
+def test_positive_scalars_must_be_numbers(bad):
+    from certify.errors import BadInput
+    from certify.vectors import parse_positive
+
+    with pytest.raises(BadInput, match="time limit must be a number"):
+        parse_positive(bad, "time limit")
