@@ -5,54 +5,64 @@ Each step shows the equivalent CLI command. Steps are added here as capabilities
 
 from __future__ import annotations
 
+import os
+import shlex
 import time
+from typing import Sequence
 
 import numpy as np
 
 
-def _step(title: str, command: str) -> None:
-    print(f"\n== {title}\n$ {command}")
+def _shown(arg: object) -> str:
+    """A model path as the user can paste it where the demo runs (the repository root for `make
+    demo`): relative to the working directory when below it, else absolute; never a bare name."""
+    text = str(arg)
+    if not os.path.isabs(text):
+        return text
+    rel = os.path.relpath(text)
+    return text if rel.startswith(os.pardir) else rel
+
+
+def _run(title: str, argv: Sequence[object]) -> None:
+    """Print the step and the exact command (paths made pasteable), then run that command."""
+    from certify.cli import main
+
+    shown = [_shown(a) if os.path.exists(str(a)) else str(a) for a in argv]
+    print(f"\n== {title}\n$ certify {shlex.join(shown)}")
+    main([str(a) for a in argv])
 
 
 def demo_import() -> None:
-    from certify.cli import main
     from models import load_onnx
     from models.onnx_import import check_against_onnxruntime
     from models.zoo import acasxu_path
 
     path = acasxu_path(1, 1)
-    _step("Import an ACAS Xu network (VNN-COMP ONNX, MATLAB export quirks)", f"certify inspect {path.name}")
-    main(["inspect", str(path)])
+    _run("Import an ACAS Xu network (VNN-COMP ONNX, MATLAB export quirks)", ["inspect", path])
     net = load_onnx(path, check=False)
     t = time.perf_counter()
     err = check_against_onnxruntime(net, path.read_bytes(), samples=32)
     print(f"forward check against onnxruntime on 32 random inputs: worst relative error {err:.1e} "
           f"(limit 1e-5) in {time.perf_counter() - t:.2f}s")
     x = np.array([0.6, -0.3, 0.1, 0.4, 0.2])
-    _step("Evaluate it", f"certify eval {path.name} --input {','.join(map(str, x))}")
-    main(["eval", str(path), "--input", ",".join(map(str, x))])
+    _run("Evaluate it", ["eval", path, "--input", ",".join(map(str, x))])
 
 
 def demo_privacy() -> None:
-    from certify.cli import main
     from certify.lipschitz.global_bounds import global_lipschitz
     from certify.privacy import GaussOutput
     from models import load_onnx
     from models.zoo import lipmip_suite_path
 
-    _step("Calibrate Gaussian noise: analytic (exact) sigma for epsilon = 1, delta = 1e-5, sensitivity 1",
-          "certify calibrate gaussian --epsilon 1 --delta 1e-5 --sensitivity 1")
-    main(["calibrate", "gaussian", "--epsilon", "1", "--delta", "1e-5", "--sensitivity", "1"])
-    _step("Chain an {(1, 1e-5), 0.1} guarantee to radius 0.35 (delta from the proof, not h * delta)",
-          "certify chain --epsilon 1 --delta 1e-5 --alpha 0.1 --beta 0.35")
-    main(["chain", "--epsilon", "1", "--delta", "1e-5", "--alpha", "0.1", "--beta", "0.35"])
+    _run("Calibrate Gaussian noise: analytic (exact) sigma for epsilon = 1, delta = 1e-5, sensitivity 1",
+         ["calibrate", "gaussian", "--epsilon", "1", "--delta", "1e-5", "--sensitivity", "1"])
+    _run("Chain an {(1, 1e-5), 0.1} guarantee to radius 0.35 (delta from the proof, not h * delta)",
+         ["chain", "--epsilon", "1", "--delta", "1e-5", "--alpha", "0.1", "--beta", "0.35"])
 
     path = lipmip_suite_path("lipmip_2-16-16-2")
-    cmd = ["calibrate", "lap-output", "--model", str(path), "--metric", "linf", "--radius", "0.05", "--epsilon", "1",
-           "--lipschitz-method", "mip", "--domain", "0,1"]
-    _step(f"Lap-Output on {path.name}: noise from the exact linf->l1 constant over the input domain [0,1]^2 (MILP)",
-          "certify " + " ".join(cmd[:2]) + f" --model {path.name} " + " ".join(cmd[4:]))
-    main(cmd)
+    _run(f"Lap-Output on {path.name}: noise from the exact linf->l1 constant over the input domain [0,1]^2 (MILP)",
+         ["calibrate", "lap-output", "--model", path, "--metric", "linf", "--radius", "0.05", "--epsilon", "1",
+          "--lipschitz-method", "mip", "--domain", "0,1"])
 
     net = load_onnx(path, check=False)
     lip = global_lipschitz(net, "lipsdp-neuron")  # validated l2 certificate
@@ -63,25 +73,19 @@ def demo_privacy() -> None:
 
 
 def demo_global() -> None:
-    from certify.cli import main
     from models.zoo import lipmip_suite_path
 
     path = lipmip_suite_path("lipmip_2-16-16-2")
-    cmd = ["global", str(path), "--method", "all", "--input-norm", "linf", "--output-norm", "l1"]
-    _step("Certified global Lipschitz bounds (product of norms, ECLipsE-Fast, LipSDP; validated in float64)",
-          f"certify global {path.name} --method all --input-norm linf --output-norm l1")
-    main(cmd)
+    _run("Certified global Lipschitz bounds (product of norms, ECLipsE-Fast, LipSDP; validated in float64)",
+         ["global", path, "--method", "all", "--input-norm", "linf", "--output-norm", "l1"])
 
 
 def demo_lipschitz() -> None:
-    from certify.cli import main
     from models.zoo import lipmip_suite_path
 
     path = lipmip_suite_path("lipmip_2-20-20-20-2")
-    args = ["lipschitz", str(path), "--center", "0.5,0.5", "--radius", "0.5", "--margin", "0,1"]
-    _step("Exact local Lipschitz constant of f_0 - f_1 over [0,1]^2 by MILP (LipMIP's 2-20-20-20-2 net)",
-          f"certify lipschitz {path.name} --center 0.5,0.5 --radius 0.5 --margin 0,1")
-    main(args)
+    _run("Exact local Lipschitz constant of f_0 - f_1 over [0,1]^2 by MILP (LipMIP's 2-20-20-20-2 net)",
+         ["lipschitz", path, "--center", "0.5,0.5", "--radius", "0.5", "--margin", "0,1"])
     print("LipMIP's reference code reports 0.0969398 (Gurobi's dual bound at its default 1e-4 gap) in about 2 s")
 
 

@@ -11,11 +11,20 @@ import numpy as np
 from .errors import BadInput
 
 
-def parse_vector(spec: str | Sequence[float] | np.ndarray, name: str = "vector", length: int | None = None) -> np.ndarray:
+#: what a required length counts, as said in the error message
+LENGTH_OF = {
+    "inputs": "the model takes {n} input{s}",
+    "outputs": "the model has {n} output{s} (one entry per output)",
+}
+
+
+def parse_vector(spec: str | Sequence[float] | np.ndarray, name: str = "vector", length: int | None = None,
+                 length_of: str = "inputs") -> np.ndarray:
     """Return a finite float64 vector from `spec`.
 
     `spec` is "0.1,-2,3e-1", "@values.npy" / "@values.json" / "@values.csv", or already a sequence.
-    With `length`, the vector must have exactly that many entries.
+    With `length`, the vector must have exactly that many entries; `length_of` ("inputs" or
+    "outputs") says what that length counts in the error message.
     """
     if isinstance(spec, str):
         text = spec.strip()
@@ -38,11 +47,14 @@ def parse_vector(spec: str | Sequence[float] | np.ndarray, name: str = "vector",
     if not np.all(np.isfinite(arr)):
         raise BadInput(f"{name} contains NaN or inf")
     if length is not None and arr.size != length:
-        raise BadInput(f"{name} has {arr.size} values but the model takes {length} inputs")
+        counted = LENGTH_OF[length_of].format(n=length, s="" if length == 1 else "s")
+        raise BadInput(f"{name} has {arr.size} values but {counted}")
     return arr
 
 
 def _read_file(path: str, name: str) -> np.ndarray:
+    if os.path.isdir(path):
+        raise BadInput(f"{name}: {path} is a directory; give @FILE with a .npy, .json or .csv file")
     if not os.path.isfile(path):
         raise BadInput(f"{name}: file {path} does not exist")
     ext = os.path.splitext(path)[1].lower()
@@ -61,7 +73,12 @@ def _read_file(path: str, name: str) -> np.ndarray:
 
 def parse_positive(value: float, name: str, allow_zero: bool = False) -> float:
     """Validate a positive finite scalar (radius, epsilon, time limit, ...)."""
-    v = float(value)
+    if isinstance(value, (bool, np.bool_, str, bytes)):
+        raise BadInput(f"{name} must be a number, got {value!r}")
+    try:
+        v = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise BadInput(f"{name} must be a number, got {value!r}") from None
     if not np.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
         raise BadInput(f"{name} must be a {'non-negative' if allow_zero else 'positive'} finite number, got {value}")
     return v

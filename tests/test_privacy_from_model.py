@@ -45,7 +45,7 @@ def test_model_constant_bounds_gradients_and_sets_the_scale(cli, model_path, mec
 
 def test_model_option_refusals(cli, model_path):
     assert_bad_input(cli("calibrate", "gauss-input", "--model", model_path, "--epsilon", "1", "--delta", "1e-5",
-                         "--radius", "0.1"), "drop --model")
+                         "--radius", "0.1", "--lipschitz-method", "mip"), "output mechanisms")
     assert_bad_input(cli("calibrate", "lap-output", "--model", model_path, "--lipschitz", "2", "--epsilon", "1",
                          "--radius", "0.1"), "not both")
     assert_bad_input(cli("calibrate", "lap-output", "--lipschitz-method", "mip", "--lipschitz", "2", "--epsilon", "1",

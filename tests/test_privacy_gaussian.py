@@ -19,7 +19,7 @@ from certify.errors import BadInput
 from certify.privacy.gaussian import (analytic_sigma, classic_sigma, gaussian_delta, gaussian_sigma, pac_sigma,
                                       zcdp_log_delta, zcdp_sigma)
 
-from tests.privacy_oracles import bisect_sigma, exact_delta
+from tests.privacy_oracles import bisect_sigma, cks_min_log_delta, exact_delta
 
 CASES = [(0.1, 1e-5, 1.0), (0.5, 1e-5, 2.5), (1.0, 1e-5, 1.0), (3.0, 1e-6, 0.3), (10.0, 1e-5, 1.0),
          (100.0, 1e-12, 1.0), (0.01, 1e-12, 1.0), (1.0, 0.3, 1.0), (50.0, 1e-100, 4.0),
@@ -98,27 +98,12 @@ def test_zcdp_calibration(eps, delta):
     assert zcdp_log_delta(1 / (2 * (sigma * (1 - 1e-9)) ** 2), eps) > math.log(delta)
 
 
-def _cks_min_log_delta(rho: float, eps: float) -> mp.mpf:
-    """min over a > 1 of the CKS20 Cor. 13 bound, at 60 digits: bisection on its derivative in a."""
-    with mp.workdps(60):
-        rho, eps = mp.mpf(rho), mp.mpf(eps)
-        slope = lambda a: (2 * a - 1) * rho - eps + mp.log(1 - 1 / a)  # noqa: E731
-        lo, hi = mp.mpf(1) + mp.mpf(10) ** -40, mp.mpf(2)
-        while slope(hi) < 0:
-            hi *= 2
-        for _ in range(300):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if slope(mid) < 0 else (lo, mid)
-        a = (lo + hi) / 2
-        return (a - 1) * (a * rho - eps) - mp.log(a - 1) + a * mp.log(1 - 1 / a)
-
-
 @pytest.mark.parametrize("eps,delta", [(1e-8, 1e-100), (1e-6, 1e-100), (1e-4, 1e-300), (1e-2, 1e-12), (2.0, 1e-5)])
 def test_zcdp_sigma_meets_the_conversion_at_high_precision(eps, delta):
     """Small epsilon made the float64 conversion cancel (a sigma 1.6e-7 too small at eps = 1e-8)."""
     sigma = zcdp_sigma(eps, delta, 1.0)
-    assert _cks_min_log_delta(1 / (2 * sigma**2), eps) <= mp.log(delta)
-    assert _cks_min_log_delta(1 / (2 * (sigma * (1 - 1e-8)) ** 2), eps) > mp.log(delta)  # and not loose
+    assert cks_min_log_delta(1 / (2 * sigma**2), eps) <= mp.log(delta)
+    assert cks_min_log_delta(1 / (2 * (sigma * (1 - 1e-8)) ** 2), eps) > mp.log(delta)  # and not loose
 
 
 @pytest.mark.parametrize("args", [(1.0, 1e-308, 1.0), (1.0, 5e-324, 1.0)])

@@ -61,15 +61,22 @@ def _join_negative_values(argv: Sequence[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    if not argv:  # a bare `certify` asks what it can do: the help, as a usage error (argparse's exit 2)
+        parser.print_help(sys.stderr)
+        return 2
     args = parser.parse_args(_join_negative_values(argv))
     try:
-        return int(args.handler(args) or 0)
+        code = int(args.handler(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows up here, inside the handling below, not at exit
+        return code
+    except BrokenPipeError:
+        return _stdout_closed()
     except BadInput as exc:
         msg = " ".join(str(exc).split())
         print(f"certify {args.command}: error: {msg}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("certify: interrupted", file=sys.stderr)
+        print(f"certify {args.command}: interrupted (no result)", file=sys.stderr)
         return 130
     except Exception as exc:  # an internal error: say so on one line, trace on request
         if os.environ.get("CERTIFY_DEBUG"):
@@ -80,6 +87,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away (`certify inspect M --json | head -c 150`): stop quietly with
+    the status of a process killed by SIGPIPE (128 + 13), as Unix tools do."""
+    try:  # later flushes of the dead pipe (at interpreter exit) must not raise again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return 128 + 13
 
 
 def run() -> None:

@@ -32,11 +32,36 @@ def load_model(path: str):
             f"{path}: the CLI loads ONNX only and never unpickles files; export the model with "
             "torch.onnx.export, or use certify.from_torch in Python"
         )
+    _refuse_archive(path)
     return load_onnx(path)
 
 
-def vector_arg(spec: str, name: str, length: int | None = None) -> np.ndarray:
-    return parse_vector(spec, name=name, length=length)
+# leading bytes of compressed files that ONNX would only call "corrupt"
+_ARCHIVES = ((b"\x1f\x8b", "gzip-compressed", "gunzip -k"), (b"PK\x03\x04", "a zip archive", "unzip"),
+             (b"BZh", "bzip2-compressed", "bunzip2 -k"), (b"\xfd7zXZ\x00", "xz-compressed", "unxz -k"),
+             (b"\x28\xb5\x2f\xfd", "zstd-compressed", "unzstd"))
+
+
+def _refuse_archive(path: str) -> None:
+    """A compressed model (VNN-COMP ships .onnx.gz) gets a hint to decompress it, not a parse error."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+    except OSError:
+        return  # missing or unreadable: the loader's message names the problem
+    for magic, what, tool in _ARCHIVES:
+        if head.startswith(magic):
+            raise BadInput(f"{path} is {what}, not an ONNX file; decompress it first ({tool} {path})")
+
+
+# options whose vector has one entry per model output (their length is not the input dimension)
+_OUTPUT_VECTORS = ("--target",)
+
+
+def vector_arg(spec: str, name: str, length: int | None = None, length_of: str | None = None) -> np.ndarray:
+    """`parse_vector` for option `name`; `length_of` ("inputs"/"outputs") defaults by option name."""
+    of = length_of or ("outputs" if name in _OUTPUT_VECTORS else "inputs")
+    return parse_vector(spec, name=name, length=length, length_of=of)
 
 
 def domain_arg(spec: str | None) -> tuple[float, float] | None:
@@ -81,7 +106,7 @@ def emit(args: argparse.Namespace, result: dict, human: Callable[[dict], None]) 
 def console():
     from rich.console import Console
 
-    return Console(highlight=False)
+    return Console(highlight=False, soft_wrap=True)  # long lines stay whole (copy-pasteable)
 
 
 def fmt(x: float, digits: int = 6) -> str:

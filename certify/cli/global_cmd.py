@@ -7,6 +7,8 @@ import argparse
 from ..errors import BadInput
 from .common import add_json_flag, add_model_argument, console, domain_arg, emit, fmt, load_model
 
+SDP_SOLVERS = ("SCS", "CLARABEL", "MOSEK")  # solvers.sdp.lipsdp.SOLVERS (not imported here: cvxpy is slow to load)
+
 METHOD_CHOICES = ("naive", "lipsdp-neuron", "lipsdp-layer", "eclipse-fast", "mip", "all")
 
 
@@ -40,6 +42,8 @@ def _global(args: argparse.Namespace) -> int:
     method = args.method.strip().lower()
     if method not in METHOD_CHOICES:
         raise BadInput(f"unknown method {args.method!r}; choose one of {', '.join(METHOD_CHOICES)}")
+    if args.solver.strip().upper() not in SDP_SOLVERS:  # checked even when the method needs no SDP: a typo
+        raise BadInput(f"unknown SDP solver {args.solver!r}; choose one of {', '.join(SDP_SOLVERS)}")
     domain = domain_arg(args.domain)
     net = load_model(args.model)
     result = global_lipschitz(
@@ -48,7 +52,7 @@ def _global(args: argparse.Namespace) -> int:
         input_norm=args.input_norm,
         output_norm=args.output_norm,
         domain=domain,
-        solver=args.solver,
+        solver=args.solver.strip().upper(),
         accuracy=args.accuracy,
         time_limit=args.time_limit,
     )
@@ -73,10 +77,14 @@ def _global(args: argparse.Namespace) -> int:
             if "best_on_domain" in r:
                 d = r["best_on_domain"]
                 c.print(f"[bold]best on the domain[/bold]: {d['method']} {fmt(d['upper'])}")
+            if domain is not None:
+                c.print("  note: only mip uses --domain; the other bounds hold for every input")
         else:
             c.print(line(r))
             conv = r.get("details", {}).get("conversion")
             if conv and r["input_norm"] + r["output_norm"] != "l2l2":
                 c.print(f"  from the l2 bound by norm equivalence: {conv}")
+            for note in r.get("notes", []):
+                c.print(f"  note: {note}")
 
     return emit(args, out, human)

@@ -13,6 +13,12 @@ _MECHANISM_HELP = (
 )
 
 
+#: the CLI's Gaussian sigma is for continuous noise; say so next to every such number
+CONTINUOUS_NOTE = ("sigma for continuous Gaussian noise; certify's Python mechanisms (GaussOutput, GaussInput) "
+                   "with their default secure sampler draw a discrete Gaussian calibrated through zCDP, a larger "
+                   "sigma: --calibration zcdp prints it")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     from ..privacy.calibration import MECHANISMS
     from ..privacy.gaussian import CALIBRATIONS
@@ -33,9 +39,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--calibration", choices=CALIBRATIONS, default=None,
                    help="Gaussian calibration: analytic (default, exact), classic (epsilon < 1 only), pac, zcdp")
     p.add_argument("--metric", default="l2", choices=("l1", "l2", "linf"), help="input metric of the radius (default l2)")
-    p.add_argument("--input-dim", type=int, default=None, metavar="N", help="input dimension (gauss-input with --metric linf)")
+    p.add_argument("--input-dim", type=int, default=None, metavar="N",
+                   help="features per example, the product of the non-batch axes (gauss-input with --metric linf; "
+                        "3072 for 3x32x32 images); or give --model")
     p.add_argument("--model", default=None, metavar="MODEL",
-                   help="ONNX model: certify the Lipschitz constant the output mechanism needs instead of --lipschitz")
+                   help="ONNX model: certify the Lipschitz constant an output mechanism needs instead of --lipschitz "
+                        "(gauss-input: take the input dimension from it)")
     p.add_argument("--lipschitz-method", default="auto",
                    choices=("auto", "naive", "eclipse-fast", "lipsdp-layer", "lipsdp-neuron", "mip"),
                    help="how --model's constant is certified (auto: best of naive and eclipse-fast; mip needs --domain)")
@@ -59,15 +68,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _calibrate(args: argparse.Namespace) -> int:
     from ..privacy.calibration import calibrate
 
-    lipschitz = args.lipschitz
-    if args.model is not None:
+    lipschitz, input_dim = args.lipschitz, args.input_dim
+    if args.model is not None and args.mechanism == "gauss-input":
+        input_dim = _model_input_dim(args)
+    elif args.model is not None:
         lipschitz = _model_lipschitz(args)
     elif args.domain is not None or args.lipschitz_method != "auto":
         raise BadInput("--lipschitz-method and --domain apply to --model")
     cal = calibrate(args.mechanism, epsilon=args.epsilon, delta=args.delta, sensitivity=args.sensitivity,
                     lipschitz=lipschitz, radius=args.radius, calibration=args.calibration,
-                    metric=args.metric, input_dim=args.input_dim)
+                    metric=args.metric, input_dim=input_dim)
     result = cal.to_dict()
+    if cal.family == "gaussian" and cal.calibration != "zcdp":
+        result["note"] = CONTINUOUS_NOTE
 
     def human(r: dict) -> None:
         c = console()
@@ -83,8 +96,24 @@ def _calibrate(args: argparse.Namespace) -> int:
         elif "radius" in r:
             line += f" (radius {fmt(r['radius'])} in {r['metric']})"
         c.print(line)
+        if "note" in r:
+            c.print(f"note: {r['note']}")
 
     return emit(args, result, human)
+
+
+def _model_input_dim(args: argparse.Namespace) -> int:
+    """gauss-input --model: the number of features per example is the model's (product of its
+    input axes), never one axis; an --input-dim that disagrees is refused."""
+    if args.domain is not None or args.lipschitz_method != "auto":
+        raise BadInput("--lipschitz-method and --domain apply to output mechanisms; gauss-input adds noise to the input")
+    if args.sensitivity is not None:
+        raise BadInput("gauss-input with --model takes --radius (its sensitivity follows), not --sensitivity")
+    net = load_model(args.model)
+    if args.input_dim is not None and args.input_dim != net.input_dim:
+        raise BadInput(f"--input-dim {args.input_dim} disagrees with the model, which takes {net.input_dim} features "
+                       f"per example (input shape {list(net.input_shape)}); omit --input-dim")
+    return net.input_dim
 
 
 def _model_lipschitz(args: argparse.Namespace):

@@ -32,6 +32,7 @@ from models.box import Box, parse_domain
 from models.errors import BadInput
 from models.ir import Network
 from solvers.blas import single_threaded_blas
+from solvers.memory import TooLarge
 from solvers.norms import parse_norm
 from solvers.rounding import add_up, mul_up
 
@@ -114,8 +115,10 @@ def _run(net, method, p, q, box, sdp, backend, time_limit, mip_gap) -> GlobalLip
     if method == "mip":
         return mip_bound(net, p, q, box, backend=backend, time_limit=time_limit, mip_gap=mip_gap)
     result = naive_bound(net, p, q) if method == "naive" else sdp_bound(net, method, p, q, **sdp)
-    if box is not None:
+    if box is not None:  # say that the domain was not used, rather than ignore it silently
         result.details["domain"] = "a global bound: it holds on the domain too (only mip uses it)"
+        result.notes.append(f"the domain is not used by {method}: its bound holds for every input, so on the "
+                            "domain too (only method mip computes a constant over the domain)")
     return result
 
 
@@ -127,7 +130,10 @@ def _all(net, p, q, box, sdp, backend, time_limit, mip_gap) -> GlobalLipschitzCo
             if reason:
                 skipped[method] = reason
                 continue
-        results.append(_run(net, method, p, q, box, sdp, backend, time_limit, mip_gap))
+        try:
+            results.append(_run(net, method, p, q, box, sdp, backend, time_limit, mip_gap))
+        except TooLarge as exc:  # an SDP that does not fit is skipped, the others still run
+            skipped[method] = str(exc)
     return GlobalLipschitzComparison.of(results, skipped)
 
 
@@ -157,7 +163,7 @@ def sdp_bound(
 ) -> GlobalLipschitzResult:
     """LipSDP-Neuron / LipSDP-Layer / ECLipsE-Fast: validated l2 bound, converted to p->q."""
     from solvers.sdp import WeightChain, certify_chain, eclipse_piece, lipsdp_piece
-    from solvers.sdp.bounds import MAX_NEURONS
+    from solvers.sdp.bounds import MAX_NEURONS, check_sdp_memory
     from solvers.sdp.lipsdp import STRUCTURES, check_solver
 
     t0 = time.perf_counter()
@@ -174,6 +180,8 @@ def sdp_bound(
                              accuracy=accuracy or DEFAULT_ACCURACY[variant], time_limit=time_limit)
     weights, sources, slack = fused_blocks(net)
     chain = WeightChain.from_weights(weights, sources)
+    if method != "eclipse-fast":
+        check_sdp_memory(chain, method, limit, structure=structure)
     l2 = certify_chain(chain, piece, limit)
     l2_upper = add_up(l2.upper, slack) if slack else l2.upper
     c, why = norm_conversion(p, q, net.input_dim, net.output_dim)

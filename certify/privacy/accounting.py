@@ -44,11 +44,18 @@ def _collect(guarantees: tuple, what: str) -> list[Guarantee]:
     return items
 
 
+def _total_epsilon(items: list[Guarantee], what: str) -> float:
+    total = sum_up([g.epsilon for g in items])
+    if not math.isfinite(total):
+        raise BadInput(f"{what}: the epsilons sum beyond the float64 range; the composed guarantee says nothing")
+    return total
+
+
 def compose(*guarantees: Guarantee | Iterable[Guarantee]) -> Guarantee:
     """Basic composition: (sum epsilon, sum delta), radius min alpha."""
     items = _collect(guarantees, "compose")
     return Guarantee(
-        sum_up([g.epsilon for g in items]), min(1.0, sum_up([g.delta for g in items])), min(g.alpha for g in items),
+        _total_epsilon(items, "compose"), min(1.0, sum_up([g.delta for g in items])), min(g.alpha for g in items),
         items[0].metric, pac=all(g.pac for g in items), empirical=any(g.empirical for g in items),
         mechanism=f"compose({len(items)})", parts=tuple(items),
     )
@@ -77,7 +84,7 @@ def chained_delta(epsilon: float, delta: float, steps: int) -> float:
     if delta == 0 or steps == 1:
         return min(1.0, delta)
     if epsilon == 0:
-        return min(1.0, steps * delta)
+        return min(1.0, mul_up(steps, delta))  # rounded up, like every privacy number
     log_value = math.log(delta) + _log_expm1(steps * epsilon) - _log_expm1(epsilon)
     # float64 error of the logs above is a few ulps of their magnitudes: add it before exponentiating
     log_value += 16 * 2.0**-52 * (abs(math.log(delta)) + 2 * steps * epsilon + 2 * epsilon + 2)
@@ -120,8 +127,12 @@ def group_privacy(guarantee: Guarantee, k: int) -> Guarantee:
 
 
 def _scaled(g: Guarantee, h: int, radius: float, label: str) -> Guarantee:
+    epsilon = mul_up(h, g.epsilon)
+    if not math.isfinite(epsilon):
+        raise BadInput(f"{label}: epsilon = {h} x {g.epsilon:g} exceeds the float64 range, so the guarantee at "
+                       f"radius {radius:g} says nothing; chain a guarantee with a smaller epsilon")
     delta = chained_delta(g.epsilon, g.delta, h)
-    return Guarantee(mul_up(h, g.epsilon), delta, radius, g.metric, pac=(delta == 0), empirical=g.empirical,
+    return Guarantee(epsilon, delta, radius, g.metric, pac=(delta == 0), empirical=g.empirical,
                      mechanism=label, lipschitz=g.lipschitz, parts=(g,))
 
 
@@ -160,6 +171,6 @@ def compose_pac(*guarantees: Guarantee | Iterable[Guarantee]) -> Guarantee:
         raise BadInput(f"compose_pac needs PAC guarantees (privacy loss bounded with probability 1 - delta); "
                        f"{', '.join(bad)} is only (epsilon, delta)-DP: use compose")
     return Guarantee(
-        sum_up([g.epsilon for g in items]), _pac_delta([g.delta for g in items]), min(g.alpha for g in items), items[0].metric,
+        _total_epsilon(items, "compose_pac"), _pac_delta([g.delta for g in items]), min(g.alpha for g in items), items[0].metric,
         pac=True, empirical=any(g.empirical for g in items), mechanism=f"compose_pac({len(items)})", parts=tuple(items),
     )

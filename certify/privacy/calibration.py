@@ -123,17 +123,33 @@ def calibrate_noise(family: str, *, epsilon: float, sensitivity: float, delta: f
             raise BadInput(f"--calibration applies to Gaussian mechanisms only; {name} uses scale = sensitivity / epsilon")
         calibration = PURE
         scale = div_up(sensitivity, epsilon) if sensitivity > 0 else 0.0
+        if not math.isfinite(scale):
+            raise BadInput(f"{name}: the noise scale sensitivity / epsilon = {sensitivity:g} / {epsilon:g} exceeds the "
+                           "float64 range (about 1.8e308); use a larger epsilon or a smaller sensitivity")
     return Calibration(name, family, scale, epsilon, delta, sensitivity, calibration)
 
 
+def finite_sensitivity(value: float, how: str) -> float:
+    """`value` if finite; a product that overflowed float64 is refused with what it was."""
+    if not math.isfinite(value):
+        raise BadInput(f"the sensitivity {how} exceeds the float64 range (about 1.8e308); "
+                       "rescale the model's outputs or use a smaller radius")
+    return value
+
+
 def input_sensitivity(radius: float, metric: str, input_dim: int | None = None) -> float:
-    """l2 distance of inputs at `metric` distance <= radius: radius * ||I||_{metric -> l2}."""
+    """l2 distance of inputs at `metric` distance <= radius: radius * ||I||_{metric -> l2}.
+
+    `input_dim` is the number of features of one example (the product of its non-batch axes,
+    3072 for a 3x32x32 image), not the length of one axis.
+    """
     if metric in ("l1", "l2"):
         return radius
     if input_dim is None:
-        raise BadInput("the linf metric needs the input dimension n (l2 sensitivity alpha * sqrt(n)); give --input-dim")
+        raise BadInput("the linf metric needs the input dimension n, the number of features per example (l2 "
+                       "sensitivity alpha * sqrt(n), n = product of the non-batch axes); give --input-dim or --model")
     n = check_count(input_dim, "input dimension")
-    return round_up(radius * math.sqrt(n))
+    return finite_sensitivity(round_up(radius * math.sqrt(n)), f"radius x sqrt(n) = {radius:g} x sqrt({n})")
 
 
 def calibrate(mechanism: str, *, epsilon: float, delta: float | None = None, sensitivity: float | None = None,
@@ -170,7 +186,7 @@ def calibrate(mechanism: str, *, epsilon: float, delta: float | None = None, sen
             raise BadInput(f"{key} needs --sensitivity S, or --lipschitz L ({what}) with --radius A")
         radius = check_radius(radius)
         src = lipschitz_source(lipschitz, input_norm=metric, output_norm=need, what="lipschitz")
-        sens = mul_up(src.value, radius)
+        sens = finite_sensitivity(mul_up(src.value, radius), f"L x radius = {src.value:g} x {radius:g}")
     cal = calibrate_noise(family, epsilon=epsilon, delta=delta, sensitivity=sens, calibration=calibration, mechanism=key)
     return Calibration(key, family, cal.scale, cal.epsilon, cal.delta, sens, cal.calibration,
                        radius, metric if radius is not None else None, src)

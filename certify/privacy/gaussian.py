@@ -18,10 +18,11 @@ All returned sigmas are rounded up, and the solved ones are re-checked against t
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 from scipy.optimize import brentq
-from scipy.special import log_ndtr
+from scipy.special import erfinv, log_ndtr
 
 from ..errors import BadInput
 from .params import check_delta, check_epsilon, check_sensitivity, inflate, round_up
@@ -122,12 +123,22 @@ def pac_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
     sensitivity = check_sensitivity(sensitivity)
     if sensitivity == 0:
         return 0.0
+    return _finite(inflate(sensitivity * _pac_ratio(epsilon, delta)))
+
+
+def _pac_ratio(epsilon: float, delta: float) -> float:
+    """sigma / Delta of the PAC calibration, not yet rounded up (inf when beyond float64)."""
     c = math.sqrt(2.0 * (math.log(2.0) - math.log(delta)))  # log(2 / delta) overflows for delta < 1e-308
-    return _finite(inflate(sensitivity * (c + math.sqrt(c * c + 2.0 * epsilon)) / (2.0 * epsilon)))
+    # (C + sqrt(C^2 + 2 eps)) / (2 eps) = C s^2 + s sqrt(C^2 s^2 + 1) with s = 1 / sqrt(2 eps):
+    # no intermediate overflow (2 eps did at eps = 1e308) and s stays a normal float
+    s = math.sqrt(0.5) / math.sqrt(epsilon)
+    cs = c * s
+    return cs * s + math.sqrt(cs * cs + 1.0) * s
 
 
-_OVERFLOW = ("the noise scale this (epsilon, delta, sensitivity) needs exceeds the float64 range; "
-             "use a larger epsilon or delta, or rescale the sensitivity")
+# sigma grows as epsilon, delta shrink and as the sensitivity grows: only that direction overflows
+_OVERFLOW = ("the noise scale sigma this (epsilon, delta, sensitivity) needs is beyond the float64 range this "
+             "calibration can evaluate; use a larger epsilon or delta, or a smaller sensitivity")
 
 
 def _finite(sigma: float) -> float:
@@ -156,12 +167,24 @@ def _solve_decreasing(g, u_hi: float) -> float:
     return u
 
 
+def _analytic_ratio_at_zero(delta: float) -> float:
+    """sigma / Delta meeting delta at epsilon = 0 (delta = erf(Delta / (2 sqrt(2) sigma))).
+
+    delta(sigma) decreases in epsilon, so this brackets the calibrations from above for every
+    epsilon, and stays finite where the PAC formula overflows (epsilon -> 0).
+    """
+    return 1.0 / (2.0 * math.sqrt(2.0) * float(erfinv(delta)))
+
+
 def analytic_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
     """Smallest sigma whose exact privacy curve meets (epsilon, delta) (Balle & Wang 2018).
 
     Solved by a bracketing root finder (Brent) on log delta(sigma) in log sigma, to 1e-12
     relative; the returned sigma satisfies the condition with a margin covering the float64
     rounding of the evaluation (it matters for small epsilon, where two close terms cancel).
+    Where that margin is too wide to confirm even the PAC sigma (epsilon beyond about 1e18, where
+    the two agree to 1e-9 and e^epsilon is far outside float64), the PAC sigma is returned: it is
+    (epsilon, delta)-DP by Zheng & Hu Thm 4, so it is a valid, slightly larger, analytic answer.
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta, positive=True)
@@ -173,7 +196,10 @@ def analytic_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> fl
     def g(u: float) -> float:  # decreasing in u = log(sigma / Delta)
         return _log_delta_upper(math.exp(u), epsilon, 1.0) - target
 
-    u = _solve_decreasing(g, math.log(pac_sigma(epsilon, delta, 1.0)))
+    pac = _pac_ratio(epsilon, delta)
+    if math.isfinite(pac) and g(math.log(pac)) > 0:
+        return pac_sigma(epsilon, delta, sensitivity)
+    u = _solve_decreasing(g, math.log(min(pac, _analytic_ratio_at_zero(delta))))
     sigma = _finite(round_up(math.exp(u) * sensitivity, 4))
     while _log_delta_upper(sigma, epsilon, sensitivity) > target:  # guard the final rounding
         sigma = _finite(round_up(sigma, 16))
@@ -191,21 +217,31 @@ def zcdp_log_delta(rho: float, epsilon: float) -> float:
 
     # parametrise a = 1 + e^v so that a - 1 stays exact near a = 1, and write
     # log(1 - 1/a) = -log1p(e^-v), which does not cancel for large a (v - log1p(e^v) did)
-    def log_bound(v: float) -> float:
+    def terms(v: float) -> tuple[float, ...]:
         a = 1.0 + math.exp(v)
-        terms = (math.exp(v) * a * rho, -math.exp(v) * epsilon, -a * math.log1p(math.exp(-v)), -v)
+        return (math.exp(v) * a * rho, -math.exp(v) * epsilon, -a * math.log1p(math.exp(-v)), -v)
+
+    def evaluable(v: float) -> bool:
+        return all(math.isfinite(t) for t in terms(v))
+
+    def log_bound(v: float) -> float:
+        t = terms(v)
+        if not all(math.isfinite(x) for x in t):
+            return 0.0  # delta <= 1 always holds
         # plus a bound on the float64 error of evaluating them (a few ulps of each magnitude)
-        return math.fsum(terms) + 32 * 2.0**-52 * sum(abs(t) for t in terms)
+        return math.fsum(t) + 32 * 2.0**-52 * sum(abs(x) for x in t)
 
     def slope(v: float) -> float:  # d log_bound / da at a = 1 + e^v; increasing in v
         a = 1.0 + math.exp(v)
         return (2 * a - 1) * rho - epsilon - math.log1p(math.exp(-v))
 
     lo, hi = -40.0, 0.0
-    while slope(hi) < 0:
+    while slope(hi) < 0 and evaluable(hi + 2.0):
         hi += 2.0
     if slope(lo) >= 0:
         v = lo
+    elif slope(hi) < 0:  # the minimiser is where the terms overflow float64 (huge epsilon / rho)
+        v = hi
     else:
         v = brentq(slope, lo, hi, xtol=1e-12, maxiter=500)
     return min(0.0, log_bound(v))
@@ -221,9 +257,13 @@ def zcdp_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
     target = math.log(delta)  # zcdp_log_delta already rounds up
 
     def g(u: float) -> float:  # decreasing in u = log(sigma / Delta)
-        return zcdp_log_delta(0.5 * math.exp(-2.0 * u), epsilon) - target
+        rho = 0.5 * math.exp(-2.0 * u) if u > -354.0 else math.inf  # (e^{-2u} overflows below)
+        # delta grows with rho: where rho underflows (sigma / Delta > 1e154) evaluate at the smallest
+        # normal float, an upper bound (an underflowed rho of 0 claimed delta = 0 at eps = 1e-300)
+        return zcdp_log_delta(max(rho, sys.float_info.min), epsilon) - target
 
-    u = _solve_decreasing(g, math.log(pac_sigma(epsilon, delta, 1.0)) + 1.0)
+    # zCDP needs more noise than analytic: start at the smaller of two brackets, step up if needed
+    u = _solve_decreasing(g, min(math.log(_pac_ratio(epsilon, delta)) + 1.0, math.log(_analytic_ratio_at_zero(delta))))
     sigma = _finite(round_up(math.exp(u) * sensitivity, 4))
     while zcdp_log_delta(0.5 * (sensitivity / sigma) ** 2, epsilon) > target:
         sigma = _finite(round_up(sigma, 16))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import BadInput
-from .params import METRICS
+from .params import METRICS, as_number
 from .provenance import LipschitzSource
 
 
@@ -42,7 +42,9 @@ class Guarantee:
     parts: tuple["Guarantee", ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
-        eps, delta, alpha = float(self.epsilon), float(self.delta), float(self.alpha)
+        eps = as_number(self.epsilon, "guarantee epsilon")
+        delta = as_number(self.delta, "guarantee delta")
+        alpha = as_number(self.alpha, "guarantee radius alpha")
         if not (eps >= 0 and math.isfinite(eps)):
             raise BadInput(f"guarantee epsilon must be a non-negative finite number, got {self.epsilon}")
         if not 0 <= delta <= 1:

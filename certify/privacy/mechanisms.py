@@ -24,9 +24,9 @@ import numpy as np
 
 from ..errors import BadInput
 from .accounting import chain
-from .calibration import Calibration, calibrate_noise, input_sensitivity
+from .calibration import Calibration, calibrate_noise, finite_sensitivity, input_sensitivity
 from .guarantee import Guarantee
-from .params import check_epsilon, check_metric, check_radius, check_sensitivity, mul_up
+from .params import check_count, check_epsilon, check_metric, check_radius, check_sensitivity, mul_up
 from .provenance import LipschitzSource, lipschitz_source
 from .sampling import Sampler, SecureSampler, make_sampler
 
@@ -36,7 +36,8 @@ def as_function(model: Any) -> Callable[[np.ndarray], np.ndarray]:
     from models import Network
 
     if isinstance(model, Network):
-        return model.forward
+        # the IR takes flat rows: an image-shaped batch (n, c, h, w) becomes (n, c*h*w)
+        return lambda x: model.forward(x if x.ndim <= 2 else x.reshape(x.shape[0], -1))
     try:
         import torch
     except ImportError:  # pragma: no cover - torch is a dependency
@@ -64,6 +65,13 @@ def _as_batch(x: Any, what: str = "input") -> np.ndarray:
     return arr
 
 
+#: why a Python Gaussian mechanism's sigma differs from `certify calibrate`'s default (analytic)
+ZCDP_NOTE = ("calibration zcdp: the default secure sampler draws a discrete Gaussian, calibrated through zCDP "
+             "for the sensitivity plus 2^-10 grid headroom, so sigma is larger than the analytic sigma that "
+             "`certify calibrate` prints by default (about 8% at epsilon = 1, delta = 1e-5); sampler='numpy' "
+             "or a seed gives the analytic sigma with continuous noise")
+
+
 class Mechanism:
     """Additive noise with a calibrated scale and the guarantee it gives."""
 
@@ -78,6 +86,7 @@ class Mechanism:
                sampler: Any, alpha: float, metric: str, lipschitz: LipschitzSource | None, empirical: bool = False) -> None:
         self.sampler = make_sampler(sampler)
         self.sensitivity = sensitivity
+        self.notes: list[str] = []
         if isinstance(self.sampler, SecureSampler) and family == "gaussian":
             if calibration not in (None, "zcdp"):
                 raise BadInput(
@@ -86,8 +95,12 @@ class Mechanism:
                     "(or a seed) for the analytic, classic or pac calibrations"
                 )
             calibration = "zcdp"
+            self.notes.append(ZCDP_NOTE)
         # secure releases are discretised: calibrate for the rounding headroom (see sampling.SLACK)
-        budget = mul_up(sensitivity, 1 + self.sampler.sensitivity_slack) if self.sampler.sensitivity_slack else sensitivity
+        budget = sensitivity
+        if self.sampler.sensitivity_slack:
+            budget = finite_sensitivity(mul_up(sensitivity, 1 + self.sampler.sensitivity_slack),
+                                        f"{sensitivity:g} x (1 + grid headroom)")
         cal = calibrate_noise(family, epsilon=epsilon, delta=delta, sensitivity=budget, calibration=calibration,
                               mechanism=self.name)
         self.calibration = Calibration(self.name, family, cal.scale, cal.epsilon, cal.delta, budget, cal.calibration,
@@ -113,11 +126,14 @@ class Mechanism:
         out = self.calibration.to_dict()
         out.update(mechanism=self.name, sensitivity=self.sensitivity, calibrated_sensitivity=self.calibration.sensitivity,
                    sampler=self.sampler.name, guarantee=self.guarantee.to_dict())
+        if self.notes:
+            out["notes"] = list(self.notes)
         return out
 
     def __repr__(self) -> str:
         n = self.noise
-        return f"{type(self).__name__}({n.parameter}={n.scale:.6g}; {self.guarantee.describe()}; sampler={self.sampler.name})"
+        return (f"{type(self).__name__}({n.parameter}={n.scale:.6g} ({self.calibration.calibration} calibration); "
+                f"{self.guarantee.describe()}; sampler={self.sampler.name})")
 
 
 class OutputPerturbation(Mechanism):
@@ -134,7 +150,7 @@ class OutputPerturbation(Mechanism):
         check_epsilon(epsilon)
         norm = "l2" if self.family == "gaussian" else "l1"
         src = lipschitz_source(lipschitz, input_norm=metric, output_norm=norm, what=f"{self.name} lipschitz")
-        sensitivity = mul_up(src.value, alpha)
+        sensitivity = finite_sensitivity(mul_up(src.value, alpha), f"L x alpha = {src.value:g} x {alpha:g}")
         self._source = src
         self._setup(self.family, epsilon=epsilon, delta=delta, sensitivity=sensitivity, calibration=calibration,
                     sampler=sampler, alpha=alpha, metric=metric, lipschitz=src)
@@ -184,11 +200,26 @@ class GaussOutput(OutputPerturbation):
                          calibration=calibration, sampler=sampler)
 
 
+def features_per_example(x: np.ndarray) -> int:
+    """Features of one example: every value of a 1-D input; for a batch (n, ...), the product of
+    the axes after the first (3072 for (n, 3, 32, 32), never the last axis alone)."""
+    return int(x.size) if x.ndim <= 1 else int(np.prod(x.shape[1:]))
+
+
+def _model_input_dim(model: Any) -> int | None:
+    from models import Network
+
+    return model.input_dim if isinstance(model, Network) else None
+
+
 class GaussInput(Mechanism):
     """Gauss-Input: f(x + N(0, sigma^2 I)), {(epsilon, delta), alpha} IP for any model (post-processing).
 
     The l2 sensitivity of the identity is alpha for the l1 and l2 metrics and alpha sqrt(n) for
-    linf (n = input dimension: taken from a `models.Network`, else give `input_dim`).
+    linf, n = the number of features of one example (the product of its non-batch axes: 3072 for
+    a 3x32x32 image). n is taken from a `models.Network` (and `input_dim` must agree with it);
+    for a torch module or a callable give `input_dim`. Every release checks its input against n,
+    so a mechanism calibrated for one axis (32) refuses a (1, 3, 32, 32) image.
     """
 
     name = "gauss-input"
@@ -199,18 +230,26 @@ class GaussInput(Mechanism):
         self._f = as_function(model)
         metric = check_metric(metric, "metric")
         alpha = check_radius(alpha, "alpha")
-        if input_dim is None:
-            input_dim = getattr(model, "input_dim", None)
-        self.input_dim = input_dim
-        sensitivity = input_sensitivity(alpha, metric, input_dim)
+        model_dim = _model_input_dim(model)
+        if input_dim is not None:
+            input_dim = check_count(input_dim, "input_dim")
+            if model_dim is not None and input_dim != model_dim:
+                raise BadInput(f"input_dim = {input_dim}, but the model takes {model_dim} features per example "
+                               f"(input shape {list(model.input_shape)}); the dimension is the product of the "
+                               "non-batch axes: omit input_dim to use the model's")
+        self.input_dim = input_dim if input_dim is not None else model_dim
+        sensitivity = input_sensitivity(alpha, metric, self.input_dim)
         self._setup("gaussian", epsilon=epsilon, delta=delta, sensitivity=sensitivity, calibration=calibration,
                     sampler=sampler, alpha=alpha, metric=metric, lipschitz=None)
 
     def release(self, x: Any) -> np.ndarray:
-        """f(x + Z) for one input (d,) or a batch (n, d)."""
+        """f(x + Z) for one input (d,) or a batch (n, ...) of examples of any shape (one per row)."""
         x = _as_batch(x)
-        if self.input_dim is not None and x.shape[-1] != self.input_dim:
-            raise BadInput(f"input has {x.shape[-1]} values but the mechanism was calibrated for {self.input_dim}")
+        n = features_per_example(x)
+        if self.input_dim is not None and n != self.input_dim:
+            hint = "; a single example of several axes needs a batch axis (x[None])" if x.size == self.input_dim else ""
+            raise BadInput(f"input of shape {list(x.shape)} has {n} features per example (the product of the axes "
+                           f"after the batch axis), but the noise was calibrated for {self.input_dim}{hint}")
         return _as_batch(self._f(self._perturb(x, self.sensitivity)), "model output")
 
 
@@ -218,7 +257,8 @@ class NoisyQuery(Mechanism):
     """q(data) + noise for a vector query of known sensitivity (ordinary DP, replace-one adjacency).
 
     `sensitivity` is in the family's norm (l1 for laplace/logistic, l2 for gaussian). With
-    `empirical=True` (a sampled sensitivity) the guarantee is labelled empirical.
+    `empirical=True` (a sampled sensitivity) the guarantee is labelled empirical, and a sampled
+    sensitivity of 0 is refused (it would mean no noise at all).
     """
 
     name = "noisy-query"
@@ -228,6 +268,13 @@ class NoisyQuery(Mechanism):
                  metric: str = "records", alpha: float = 1.0):
         self.name = str(family).lower()
         sensitivity = check_sensitivity(sensitivity)
+        if empirical and sensitivity == 0:
+            # a worst-case 0 (a constant query) needs no noise; a sampled 0 proves nothing
+            raise BadInput(
+                "the empirical sensitivity is 0: no sampled pair of neighbouring datasets changed the output, which "
+                "does not show it never changes, and calibrating from 0 would release it without noise; sample "
+                "more pairs, or give a worst-case sensitivity you can justify"
+            )
         self._setup(self.name, epsilon=epsilon, delta=delta, sensitivity=sensitivity, calibration=calibration,
                     sampler=sampler, alpha=alpha, metric=metric, lipschitz=None, empirical=empirical)
 

@@ -8,7 +8,11 @@ noise scale is computed from it.
 from __future__ import annotations
 
 import math
+import numbers
+from decimal import Decimal
 from fractions import Fraction
+
+import numpy as np
 
 from ..errors import BadInput
 
@@ -19,11 +23,17 @@ RECORDS = "records"
 METRICS = NORM_METRICS + (RECORDS,)
 
 
-def _number(value: object, name: str) -> float:
+def as_number(value: object, name: str) -> float:
+    """A real number as float; bools, strings and other types are refused, not coerced
+    (`epsilon=True` or `epsilon="1"` is a caller's mistake, not a budget of 1)."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]  # a 0-d array holds one scalar
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, Decimal)):
+        raise BadInput(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
     try:
-        v = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise BadInput(f"{name} must be a number, got {value!r}") from None
+        v = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise BadInput(f"{name} must be a number representable in float64, got {value!r}") from None
     if math.isnan(v):
         raise BadInput(f"{name} must be a number, got NaN")
     return v
@@ -31,7 +41,7 @@ def _number(value: object, name: str) -> float:
 
 def check_epsilon(value: object, name: str = "epsilon") -> float:
     """epsilon > 0 and finite (the privacy budget)."""
-    v = _number(value, name)
+    v = as_number(value, name)
     if not (v > 0 and math.isfinite(v)):
         raise BadInput(f"{name} must be a positive finite number (the privacy budget), got {value}")
     return v
@@ -39,7 +49,7 @@ def check_epsilon(value: object, name: str = "epsilon") -> float:
 
 def check_delta(value: object, name: str = "delta", *, positive: bool = False, mechanism: str = "") -> float:
     """0 <= delta < 1; with `positive`, 0 < delta < 1 (the Gaussian mechanisms need delta > 0)."""
-    v = _number(value, name)
+    v = as_number(value, name)
     if not 0 <= v < 1:
         raise BadInput(f"{name} must be in [0, 1) (a failure probability), got {value}")
     if positive and v == 0:
@@ -53,7 +63,7 @@ def check_delta(value: object, name: str = "delta", *, positive: bool = False, m
 
 def check_pure(delta: object, mechanism: str) -> float:
     """A pure epsilon-DP mechanism takes no delta (0 or omitted)."""
-    v = 0.0 if delta is None else _number(delta, "delta")
+    v = 0.0 if delta is None else as_number(delta, "delta")
     if v != 0:
         raise BadInput(
             f"{mechanism} is pure epsilon-DP and does not use delta; omit --delta (or give 0), "
@@ -64,7 +74,7 @@ def check_pure(delta: object, mechanism: str) -> float:
 
 def check_sensitivity(value: object, name: str = "sensitivity") -> float:
     """sensitivity >= 0 and finite."""
-    v = _number(value, name)
+    v = as_number(value, name)
     if not (v >= 0 and math.isfinite(v)):
         raise BadInput(f"{name} must be a non-negative finite number, got {value}")
     return v
@@ -72,14 +82,14 @@ def check_sensitivity(value: object, name: str = "sensitivity") -> float:
 
 def check_radius(value: object, name: str = "radius") -> float:
     """alpha / radius > 0 and finite (the distance between inputs the guarantee protects)."""
-    v = _number(value, name)
+    v = as_number(value, name)
     if not (v > 0 and math.isfinite(v)):
         raise BadInput(f"{name} must be a positive finite number (the privacy radius), got {value}")
     return v
 
 
 def check_lipschitz(value: object, name: str = "lipschitz") -> float:
-    v = _number(value, name)
+    v = as_number(value, name)
     if not (v >= 0 and math.isfinite(v)):
         raise BadInput(f"{name} must be a non-negative finite upper bound of the Lipschitz constant, got {value}")
     return v
@@ -95,7 +105,7 @@ def check_metric(value: object, name: str = "metric", allowed: tuple[str, ...] =
 
 def check_count(value: object, name: str, minimum: int = 1) -> int:
     """An integer >= minimum (number of pairs, group size, ...)."""
-    v = _number(value, name)
+    v = as_number(value, name)
     if not (math.isfinite(v) and v.is_integer()):
         raise BadInput(f"{name} must be an integer, got {value!r}")
     if v < minimum:
@@ -111,8 +121,12 @@ def round_up(x: float, ulps: int = 2) -> float:
 
 
 def up_fraction(exact: Fraction) -> float:
-    """The smallest float >= an exact rational."""
-    f = float(exact)
+    """The smallest float >= an exact rational (+inf above the float64 range: rounding up
+    past the largest float is inf, as in IEEE 754; callers refuse non-finite results)."""
+    try:
+        f = float(exact)
+    except OverflowError:
+        return math.inf if exact > 0 else -float.fromhex("0x1.fffffffffffffp+1023")
     return f if Fraction(f) >= exact else math.nextafter(f, math.inf)
 
 

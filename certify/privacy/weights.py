@@ -134,7 +134,8 @@ def perturb_weights(module: Any, *, epsilon: float, sensitivity: float | Empiric
 
     `sensitivity` is the sensitivity of the training algorithm's output for that layer (l1 for
     logistic/laplace, l2 for gaussian): a number you can justify as a worst-case bound, or an
-    `EmpiricalSensitivity` from `sensitivity_sampler` (the guarantee is then labelled empirical).
+    `EmpiricalSensitivity` from `sensitivity_sampler` (the guarantee is then labelled empirical;
+    a sampled sensitivity of 0 is refused, since it would mean no noise).
     The guarantee is (epsilon, delta)-DP for training datasets differing in one record.
     """
     import torch

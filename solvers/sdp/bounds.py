@@ -68,6 +68,28 @@ def split_by_size(chain: WeightChain, max_neurons: int) -> list[tuple[int, int]]
     return ranges
 
 
+def check_sdp_memory(chain: WeightChain, method: str, max_neurons: int = MAX_NEURONS, max_width: int = MAX_LAYER_WIDTH,
+                     structure: str = "auto") -> None:
+    """Refuse (`solvers.memory.TooLarge`) before anything is built when the largest SDP that
+    `certify_chain` would hand to LipSDP does not fit in the available memory (later retries
+    split pieces, so they are smaller)."""
+    from ..memory import require
+    from .lipsdp import estimate_bytes, lmi_blocks
+
+    largest, blocks = 0, []
+    for a, b in split_by_size(chain, max_neurons):
+        sub = chain.sub_chain(a, b)
+        if sub.depth == 0 or max(sub.hidden_sizes) > max_width:
+            continue  # a norm, not an SDP
+        need = estimate_bytes(sub, structure)
+        if need > largest:
+            largest, blocks = need, lmi_blocks(sub, structure)
+    if largest:
+        shape = " + ".join(f"{n} x {n}" for n in blocks)
+        require(largest, f"{method} solves an SDP with a {shape} matrix inequality (cvxpy + SCS), which",
+                "use method eclipse-fast (closed form, validated the same way) or naive, or free memory")
+
+
 def certify_chain(
     chain: WeightChain,
     piece: Callable[[WeightChain], tuple[PieceResult | None, str]],

@@ -1,0 +1,241 @@
+"""Command-line regressions from issue 11 (items 10, 13) and a property test: every subcommand, one
+argument replaced by a generated bad value, exits 2 with exactly one stderr line and no traceback."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import io
+import json
+import math
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from certify.cli import build_parser, main
+from models.zoo import acasxu_path, vnncomp_test_path
+from tests.conftest import assert_bad_input
+
+SMALL = str(vnncomp_test_path("test_small"))  # 1 input -> 1 output
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------ 10. a closed stdout
+def test_closed_stdout_is_not_an_internal_error():
+    """`certify inspect MODEL --json | head -c 150` ended in "internal error: BrokenPipeError"."""
+    proc = subprocess.Popen([sys.executable, "-m", "certify.cli", "inspect", str(acasxu_path(1, 1)), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before anything is written
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=120)
+    assert proc.returncode == 141 and err == ""
+
+
+def test_shell_pipe_into_head():
+    cmd = f"{shlex.quote(sys.executable)} -m certify.cli inspect {shlex.quote(str(acasxu_path(1, 1)))} --json | head -c 150"
+    out = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, timeout=120)
+    assert out.stdout.startswith('{"name": "ACASXU_run2a_1_1_batch_2000"') and len(out.stdout) == 150
+    assert out.stderr == "" and out.returncode in (0, 141)  # 141 when the write came after head exited
+
+
+# ------------------------------------------------------------------ 13. messages
+def test_target_length_names_the_outputs(cli):
+    assert_bad_input(cli("lipschitz", SMALL, "--center", "0.5", "--radius", "0.1", "--target", "1,2"),
+                     "--target has 2 values but the model has 1 output")
+    assert_bad_input(cli("eval", SMALL, "--input", "1,2"), "--input has 2 values but the model takes 1 input")
+
+
+def test_vector_file_that_is_a_directory(cli, tmp_path):
+    assert_bad_input(cli("eval", SMALL, "--input", f"@{tmp_path}"), "is a directory")
+    assert_bad_input(cli("eval", SMALL, "--input", f"@{tmp_path / 'x.npy'}"), "does not exist")
+
+
+@pytest.mark.parametrize("compress,tool", [("gzip", "gunzip"), ("zip", "unzip"), ("xz", "unxz")])
+def test_compressed_model_gets_a_decompress_hint(cli, tmp_path, compress, tool):
+    import gzip
+    import lzma
+    import zipfile
+
+    data = Path(SMALL).read_bytes()
+    path = tmp_path / f"m.onnx.{compress}"
+    if compress == "gzip":
+        path.write_bytes(gzip.compress(data))
+    elif compress == "xz":
+        path.write_bytes(lzma.compress(data))
+    else:
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr("m.onnx", data)
+    assert_bad_input(cli("inspect", path), "not an ONNX file", tool)
+
+
+def test_bare_certify_prints_the_help_as_a_usage_error(capsys):
+    assert main([]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "usage: certify" in err
+    for command in ("inspect", "eval", "lipschitz", "global", "calibrate", "chain"):
+        assert command in err
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0 and "usage: certify" in capsys.readouterr().out
+
+
+def test_demo_echoes_commands_that_run_from_the_repository_root(monkeypatch, capsys):
+    """The demo printed `certify inspect ACASXU_run2a_1_1_batch_2000.onnx`, which fails when pasted."""
+    from certify import demo
+
+    ran: list[list[str]] = []
+    monkeypatch.setattr("certify.cli.main", lambda argv: ran.append(list(argv)) or 0)
+    monkeypatch.chdir(REPO)
+    demo.demo_import()
+    demo.demo_global()
+    demo.demo_lipschitz()
+    echoed = [shlex.split(line[2:]) for line in capsys.readouterr().out.splitlines() if line.startswith("$ certify ")]
+    assert len(echoed) == len(ran) == 4
+    for shown, argv in zip(echoed, ran):
+        assert shown[0] == "certify" and shown[1] == argv[0]
+        model = shown[2]
+        assert not os.path.isabs(model) and os.sep in model and (REPO / model).is_file(), model
+        assert os.path.samefile(REPO / model, argv[1]) and shown[3:] == argv[2:]
+
+
+# ------------------------------------------------------------------ property: bad input -> exit 2
+def _bad_files(root: Path) -> dict[str, str]:
+    files = {"dir": root / "adir", "empty": root / "empty.onnx", "text": root / "text.onnx",
+             "trunc": root / "trunc.onnx", "pickle": root / "model.pt", "json": root / "bad.json",
+             "gz": root / "m.onnx.gz", "npy3": root / "three.npy", "nan": root / "nan.json"}
+    files["dir"].mkdir(exist_ok=True)
+    files["empty"].write_bytes(b"")
+    files["text"].write_text("hello\n")
+    files["trunc"].write_bytes(Path(SMALL).read_bytes()[:60])
+    files["pickle"].write_bytes(b"\x80\x04not really")
+    files["json"].write_text("{not json")
+    files["gz"].write_bytes(b"\x1f\x8b" + b"\x00" * 20)
+    np.save(files["npy3"], np.ones(3))
+    files["nan"].write_text("[NaN]")
+    return {k: str(v) for k, v in files.items()}
+
+
+_TMP = tempfile.mkdtemp(prefix="certify-audit-cli-")  # the strategies below need the paths up front
+atexit.register(shutil.rmtree, _TMP, True)
+FILES = _bad_files(Path(_TMP))
+
+_NOT_A_NUMBER = st.text(min_size=0, max_size=12).filter(lambda s: not _parses_as_float(s))
+
+
+def _parses_as_float(s: str) -> bool:
+    try:
+        float(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _values(*fixed: str) -> st.SearchStrategy[str]:
+    return st.one_of(st.sampled_from(fixed), _NOT_A_NUMBER)
+
+
+POSITIVE = _values("0", "-1", "-0.0", "nan", "inf", "-inf", "1e400", "-1e-300")
+NON_NEGATIVE = _values("-1", "nan", "inf", "-inf", "1e999", "-1e-300")
+DELTA = _values("1", "1.5", "-0.1", "nan", "inf")
+VECTOR_1 = st.one_of(st.sampled_from(["1,2", "", ",", "1,,", "nan", "inf", "-inf", "1e400", "@missing.npy",
+                                      "@" + FILES["dir"], "@" + FILES["json"], "@" + FILES["npy3"], "@" + FILES["nan"],
+                                      "@" + FILES["text"], "1;2", "0x1"]),
+                     st.text(min_size=1, max_size=10).filter(lambda s: not _parses_as_float(s) and "@" not in s))
+MODEL = st.sampled_from(["missing.onnx", FILES["dir"], FILES["empty"], FILES["text"], FILES["trunc"],
+                         FILES["pickle"], FILES["gz"], FILES["json"]])
+NORM = st.one_of(st.sampled_from(["l3", "L0", "", "2.5", "l1,l2", "\u221e", "lnan"]),
+                 st.text(min_size=1, max_size=8).map(lambda s: "bad" + s))
+DOMAIN = st.sampled_from(["1,0", "0,0", "0", "a,b", "nan,1", "0,inf", "0,1,2", "@missing.csv", "@" + FILES["dir"], ""])
+WORD = st.text(min_size=0, max_size=10).map(lambda s: "no-such-" + s)
+COUNT = _values("0", "-1", "1.5")
+
+# each subcommand: a valid command line and the slots (option -> strategy of bad values) to break
+CASES: dict[str, tuple[list[str], dict[str, st.SearchStrategy[str]]]] = {
+    "inspect": ([SMALL], {"MODEL": MODEL}),
+    "eval": ([SMALL, "--input", "0.5"], {"MODEL": MODEL, "--input": VECTOR_1}),
+    "lipschitz": ([SMALL, "--center", "0.5", "--radius", "0.1", "--backend", "highs"],
+                  {"MODEL": MODEL, "--center": VECTOR_1, "--radius": st.one_of(POSITIVE, st.just("0.1,0.1")),
+                   "--domain": DOMAIN, "--input-norm": NORM, "--output-norm": NORM,
+                   "--target": st.sampled_from(["1,2", "nan", "a", ","]), "--time-limit": POSITIVE,
+                   "--threads": COUNT}),
+    "global": ([SMALL, "--method", "naive"],
+               {"MODEL": MODEL, "--method": WORD, "--input-norm": NORM, "--output-norm": NORM, "--domain": DOMAIN,
+                "--accuracy": POSITIVE, "--time-limit": POSITIVE, "--solver": WORD}),
+    "calibrate": (["gaussian", "--epsilon", "1", "--delta", "1e-5", "--sensitivity", "1"],
+                  {"MECHANISM": WORD, "--epsilon": POSITIVE, "--delta": DELTA, "--sensitivity": NON_NEGATIVE,
+                   "--calibration": WORD, "--metric": NORM, "--model": MODEL}),
+    "chain": (["--epsilon", "1", "--delta", "1e-5", "--alpha", "0.1", "--beta", "0.3"],
+              {"--epsilon": POSITIVE, "--delta": DELTA, "--alpha": POSITIVE, "--beta": POSITIVE}),
+}
+
+
+def test_the_property_covers_every_subcommand():
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert set(sub.choices) == set(CASES)
+
+
+@st.composite
+def bad_command_lines(draw) -> list[str]:
+    command = draw(st.sampled_from(sorted(CASES)))
+    base, slots = CASES[command]
+    slot = draw(st.sampled_from(sorted(slots)))
+    value = draw(slots[slot])
+    argv = list(base)
+    if slot in ("MODEL", "MECHANISM"):
+        argv[0] = value
+    else:  # --opt=value: the value is taken as given, even when it starts with "-"
+        argv = [a for i, a in enumerate(argv) if a != slot and (i == 0 or argv[i - 1] != slot)]
+        argv.append(f"{slot}={value}")
+    return [command] + argv
+
+
+def _run(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse usage errors
+            code = int(exc.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
+@settings(max_examples=200, deadline=None)
+@given(bad_command_lines())
+def test_every_subcommand_refuses_bad_input_in_one_line(argv):
+    code, out, err = _run(argv)
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert code == 2, (argv, code, err)
+    assert len(lines) == 1, (argv, err)
+    assert "Traceback" not in err and "internal error" not in err, (argv, err)
+    assert lines[0].startswith("certify"), (argv, err)
+
+
+def test_a_valid_command_line_of_each_case_succeeds():
+    """The property's base command lines are valid, so its failures come from the one bad value."""
+    for command, (base, _) in CASES.items():
+        code, out, err = _run([command] + base + ["--json"])
+        assert code == 0, (command, err)
+        assert isinstance(json.loads(out), dict)
+
+
+def test_nan_sensitivity_is_refused_not_nan_noise(cli):
+    assert_bad_input(cli("calibrate", "laplace", "--epsilon", "1", "--sensitivity", "nan"), "sensitivity")
+    assert math.isfinite(cli("calibrate", "laplace", "--epsilon", "1", "--sensitivity", "0", "--json").json()["scale"])
+
+
+@pytest.mark.parametrize("bad", ["abc", True, None, "1"])
+def test_positive_scalars_must_be_numbers(bad):
+    from certify.errors import BadInput
+    from certify.vectors import parse_positive
+
+    with pytest.raises(BadInput, match="time limit must be a number"):
+        parse_positive(bad, "time limit")
