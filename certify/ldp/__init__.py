@@ -1,0 +1,21 @@
+"""LDP utility: mechanisms on a bounded feature domain, rho(eps, box), mechanism and eps selection.
+
+See docs/ldp.md. Modules: `mechanisms` (Laplace, Gaussian, PM, SW, exponential, k-RR, the privacy
+indicator), `exact` (the hardened exact sampler), `utility` (rho), `selection` (smallest eps,
+comparison), `linear` (certified boxes of linear classifiers), `sklearn_io` (skops loading),
+`empirical` (rho_hat by sampling).
+"""
+
+from __future__ import annotations
+
+from .mechanisms import (EPS_MAX, KRR, MECHANISM_NAMES, Exponential, Gaussian, Laplace, LDPCheck, LDPMechanism,
+                         PiecewiseMechanism, PrivacyIndicator, SquareWave, make_mechanism)
+from .selection import Comparison, EpsilonSearch, best_mechanism, compare_mechanisms, smallest_epsilon
+from .utility import UtilityResult, read_box, rho, rho_batch, utility
+
+__all__ = [
+    "EPS_MAX", "KRR", "MECHANISM_NAMES", "Comparison", "EpsilonSearch", "Exponential", "Gaussian", "LDPCheck",
+    "LDPMechanism", "Laplace", "PiecewiseMechanism", "PrivacyIndicator", "SquareWave", "UtilityResult",
+    "best_mechanism", "compare_mechanisms", "make_mechanism", "read_box", "rho", "rho_batch", "smallest_epsilon",
+    "utility",
+]
