@@ -466,27 +466,31 @@ class _Piecewise(LDPMechanism):
         """(mass inside the window, density outside) on [0, 1]."""
         raise NotImplementedError
 
-    def _mass(self, eps, x, a, b):
+    def _geometry(self, eps, x, a, b):
+        """(w, fraction of the window inside [a, b], length of [a, b] within [0, 1]) on [0, 1].
+
+        The fraction comes from the parts of the window outside [a, b]: exactly 1 when the tiny
+        window of a large eps lies inside the box, where (overlap / w) would cancel.
+        """
         x01, a01, b01 = self._norm(x), self._norm(a), self._norm(b)
         l, w = self._window(eps, x01)
         aa, bb = np.clip(a01, 0, 1), np.clip(b01, 0, 1)
-        length = np.maximum(bb - aa, 0.0)
-        # fraction of the window inside [a, b], from the parts outside it (exactly 1 when the tiny
-        # window of a large eps lies inside the box, where ov / w would cancel)
         outside = np.clip(aa - l, 0.0, w) + np.clip(l + w - bb, 0.0, w)
-        frac = np.clip(1.0 - outside / w, 0.0, 1.0)
+        return w, np.clip(1.0 - outside / w, 0.0, 1.0), np.maximum(bb - aa, 0.0)
+
+    def _mass(self, eps, x, a, b):
+        w, frac, length = self._geometry(eps, x, a, b)
         p_window, q = self._levels(eps)
         return p_window * frac + q * np.maximum(length - frac * w, 0.0)
 
     def _mass_upper(self, e1, e2, x, a, b):
-        # windows are nested (shrinking) as eps grows, the inside density grows, the outside one shrinks:
-        # for eps in [e1, e2] the density is <= p_in(e2) on W(e1) and <= p_out(e1) off it
-        x01, a01, b01 = self._norm(x), self._norm(a), self._norm(b)
-        l, w = self._window(e1, x01)
-        aa, bb = np.clip(a01, 0, 1), np.clip(b01, 0, 1)
-        length = np.maximum(bb - aa, 0.0)
-        ov = _overlap(aa, bb, l, l + w)
-        return np.minimum(1.0, self._density_in(e2) * ov + self._levels(e1)[1] * (length - ov))
+        # windows are nested (shrinking) as eps grows; the inside density p and the window mass P_in grow,
+        # the outside density q shrinks. For eps in [e1, e2]: the in-window mass p |box & W(eps)| is at
+        # most p(e2) |box & W(e1)| and at most P_in(e2); the rest q |box - W(eps)| <= q(e1) |box - W(e2)|
+        w1, frac1, length = self._geometry(e1, x, a, b)
+        w2, frac2, _ = self._geometry(e2, x, a, b)
+        inside = np.minimum(self._density_in(e2) * (frac1 * w1), self._levels(e2)[0])
+        return np.minimum(1.0, inside + self._levels(e1)[1] * np.maximum(length - frac2 * w2, 0.0))
 
     def _density_in(self, eps):
         raise NotImplementedError
