@@ -66,6 +66,8 @@ def read_box(box: Any, point: Any = None, *, omega: Any = None, tau: Any = None)
     certified = None
     src_omega = src_tau = None
     obj = box
+    if point is None and not isinstance(obj, Box) and getattr(obj, "point", None) is not None:
+        point = obj.point  # a certificate of a box around a point (e.g. a hyperrectangle)
     if not isinstance(obj, Box) and hasattr(obj, "box") and hasattr(obj, "status"):  # a certificate
         cert = obj
         if cert.box is None:
