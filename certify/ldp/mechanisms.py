@@ -476,7 +476,9 @@ class _Piecewise(LDPMechanism):
         l, w = self._window(eps, x01)
         aa, bb = np.clip(a01, 0, 1), np.clip(b01, 0, 1)
         outside = np.clip(aa - l, 0.0, w) + np.clip(l + w - bb, 0.0, w)
-        return w, np.clip(1.0 - outside / w, 0.0, 1.0), np.maximum(bb - aa, 0.0)
+        length = np.maximum(bb - aa, 0.0)
+        # the window part inside [a, b] is never longer than [a, b] (rounding of l near a box edge)
+        return w, np.clip(np.minimum(1.0 - outside / w, length / w), 0.0, 1.0), length
 
     def _mass(self, eps, x, a, b):
         w, frac, length = self._geometry(eps, x, a, b)

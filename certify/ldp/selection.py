@@ -164,7 +164,7 @@ class Comparison:
         head = f"{'mechanism':<34} {'rho':>10}  {'record (eps, delta)':<24}"
         if self.target is not None:
             head += f" {'eps for rho >= ' + format(self.target, 'g'):>18}"
-        lines = [head]
+        lines = [head.rstrip()]
         for r in self.rows:
             line = f"{r['label']:<34} {r['rho']:>10.6f}  ({r['record_epsilon']:.4g}, {r['record_delta']:.3g})".ljust(70)
             if self.target is not None:
