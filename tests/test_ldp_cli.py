@@ -66,3 +66,10 @@ def test_compare_all_and_human_output(cli):
 def test_bad_inputs_exit_2(cli, argv, fragment):
     extra = () if "--box" in argv else ("--box", "0.2:0.8")
     assert_bad_input(cli("utility", *argv, "--point", "0.5", *extra), fragment)
+
+
+def test_features_option_leaves_the_others_untouched(cli):
+    out = cli("utility", "sw", "--epsilon", "2", "--point", "0.5,0.1", "--box", "0.2:0.8,0.1:0.1", "--features", "0",
+              "--json").json()
+    assert out["features"] == [0] and out["rho"] == rho(make_mechanism("sw", 2.0), ([0.2], [0.8]), point=[0.5])
+    assert out["record_epsilon"] == 2.0

@@ -248,3 +248,12 @@ def test_bad_mass_arguments():
         m.mass(0.1, 0.5, 1.5)
     with pytest.raises(BadInput, match="rng"):
         m.sample(0.5, 3, rng="fast")
+
+
+@settings(max_examples=200, deadline=None)
+@given(a=st.floats(allow_nan=False, allow_infinity=False), b=st.floats(allow_nan=False, allow_infinity=False))
+def test_float_keys_are_order_preserving(a, b):
+    from certify.ldp.exact import float_key, key_float
+
+    assert key_float(float_key(a)) == a
+    assert (float_key(a) < float_key(b)) == (a < b)

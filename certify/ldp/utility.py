@@ -219,6 +219,8 @@ class _Problem:
     def __init__(self, mechanism: Any, box: Any, *, point: Any = None, features: Any = None, omega: Any = None,
                  tau: Any = None, indicator: Any = None):
         self.box = read_box(box, point, omega=omega, tau=tau)
+        if features is None and getattr(box, "features", None):
+            features = box.features  # a certificate's own features (e.g. those its hyperrectangle moves)
         self.features = _features(features, self.box.lo.size)
         self.mechs = _mechanisms_for(mechanism, self.features)
         self.indicator = None
