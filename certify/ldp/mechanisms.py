@@ -91,10 +91,6 @@ def check_domain(domain: Any) -> tuple[float, float]:
     return lo, hi
 
 
-def _overlap(a, b, lo, hi):
-    return np.maximum(0.0, np.minimum(b, hi) - np.maximum(a, lo))
-
-
 def _sym_mass(z1, z2, tail):
     """P(z1 <= Z <= z2) for a continuous symmetric Z with upper tail `tail(z) = P(Z >= z)`, z >= 0."""
     ta, tb = tail(np.abs(z1)), tail(np.abs(z2))

@@ -2,7 +2,7 @@
 
 - `smallest_epsilon`: the smallest eps with rho(eps) >= target, to 1e-9. rho need not be
   monotone in eps (the normalised PM is not: at x = 0.2 with the box [0.1, 1], rho drops from 0.9
-  at eps -> 0 to 0.88 at eps = 0.36 before rising to 1), so the search is a branch and bound over
+  at eps -> 0 to 0.846 at eps = ln 3 before rising to 1), so the search is a branch and bound over
   eps intervals, left to right: an interval is discarded when an upper bound of rho over all of it
   (each mechanism's `_mass_upper`: for PM/SW the windows are nested in eps, for the exponential
   mechanism the weights are monotone, Laplace/Gaussian are monotone for boxes containing x, k-RR
@@ -16,11 +16,8 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
-
-import numpy as np
 
 from ..errors import BadInput
 from .mechanisms import EPS_MAX, MECHANISM_NAMES, LDPMechanism, make_mechanism
