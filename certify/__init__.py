@@ -27,6 +27,9 @@ _LAZY: dict[str, str] = {
     "sll_from_torch": "models.sll",
     "local_lipschitz": "certify.lipschitz",
     "LipschitzCertificate": "certify.lipschitz",
+    **{name: "certify.ldp" for name in (
+        "make_mechanism", "rho", "utility", "smallest_epsilon", "compare_mechanisms", "empirical_rho",
+        "linear_radius", "linear_hyperrectangle", "load_sklearn")},
 }
 
 

@@ -1,0 +1,134 @@
+"""`certify utility MECHANISM`: rho(eps, box) of an LDP mechanism, or the smallest eps for a target rho."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from ..errors import BadInput
+from .common import add_json_flag, console, domain_arg, emit, fmt, vector_arg
+
+_MECHANISMS = ("laplace", "gaussian", "pm", "sw", "exponential", "krr", "all")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "utility", help="probability that an LDP mechanism keeps a classifier's class (rho)",
+        description="rho(eps, box) = prod_i P(a_i <= M(x_i) <= b_i) over the perturbed features (Zheng & Hu): the "
+                    "probability that the LDP-perturbed record stays in a box where the class is constant. With "
+                    "--target-rho, the smallest per-feature epsilon reaching it. MECHANISM 'all' compares them.",
+    )
+    p.add_argument("mechanism", metavar="MECHANISM", help="laplace | gaussian | pm | sw | exponential | krr | all")
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--epsilon", type=float, help="per-feature privacy budget epsilon > 0")
+    group.add_argument("--target-rho", type=float, metavar="P", help="find the smallest epsilon with rho >= P")
+    p.add_argument("--point", required=True, metavar="V", help="the record x: comma-separated values or @file")
+    p.add_argument("--box", required=True, metavar="LO:HI[,LO:HI...]",
+                   help="one interval per feature of the point, containing it (a robustness box)")
+    p.add_argument("--domain", default=None, metavar="LO,HI", help="feature domain (default 0,1)")
+    p.add_argument("--features", default=None, metavar="I,J", help="perturbed features (0-based; default all)")
+    p.add_argument("--delta", type=float, default=None,
+                   help="gaussian: its delta; other mechanisms: the privacy indicator I_delta on the record "
+                        "(rho -> delta + (1 - delta) rho, record (d eps, delta)-PAC)")
+    p.add_argument("--calibration", choices=("analytic", "pac"), default=None,
+                   help="Gaussian sigma: analytic (default, exact (eps, delta)-DP) or pac (Zheng & Hu Thm 4)")
+    p.add_argument("--clip", action=argparse.BooleanOptionalAction, default=True,
+                   help="laplace/gaussian: clip outputs to the domain (post-processing; default on)")
+    p.add_argument("--k", type=int, default=None, metavar="K", help="grid points of exponential/krr (default 101)")
+    p.add_argument("--omega", type=float, default=None, help="probabilistic box: confidence parameter omega")
+    p.add_argument("--tau", type=float, default=None, help="probabilistic box: tolerance tau")
+    add_json_flag(p)
+    p.set_defaults(handler=_utility)
+
+
+def _intervals(spec: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    parts = [s for s in spec.replace(" ", "").split(",")]
+    lo, hi = [], []
+    for part in parts:
+        bits = part.split(":")
+        if len(bits) != 2:
+            raise BadInput(f"--box takes LO:HI intervals separated by commas, got {part!r}")
+        try:
+            a, b = float(bits[0]), float(bits[1])
+        except ValueError:
+            raise BadInput(f"--box interval {part!r} is not two numbers LO:HI") from None
+        if not (np.isfinite(a) and np.isfinite(b)):
+            raise BadInput(f"--box interval {part!r} must be finite")
+        if a > b:
+            raise BadInput(f"--box interval {part!r} has LO > HI")
+        lo.append(a)
+        hi.append(b)
+    if len(lo) != n:
+        raise BadInput(f"--box has {len(lo)} intervals but --point has {n} values")
+    return np.array(lo), np.array(hi)
+
+
+def _features(spec: str | None) -> list[int] | None:
+    if spec is None:
+        return None
+    try:
+        return [int(s) for s in spec.split(",")]
+    except ValueError:
+        raise BadInput(f"--features takes comma-separated integer indices, got {spec!r}") from None
+
+
+def _utility(args: argparse.Namespace) -> int:
+    from ..ldp import compare_mechanisms, make_mechanism, smallest_epsilon, utility
+    from ..ldp.mechanisms import check_ldp_epsilon
+
+    name = args.mechanism.strip().lower()
+    if name not in _MECHANISMS:
+        raise BadInput(f"unknown mechanism {args.mechanism!r}; choose one of {', '.join(_MECHANISMS)}")
+    point = vector_arg(args.point, "--point")
+    lo, hi = _intervals(args.box, point.size)
+    domain = domain_arg(args.domain) or (0.0, 1.0)
+    features = _features(args.features)
+    box = (lo, hi)
+    common = {"point": point, "features": features, "omega": args.omega, "tau": args.tau}
+    if name == "all":
+        if args.epsilon is None:
+            raise BadInput("MECHANISM all compares at one --epsilon (add --target-rho via the Python API)")
+        cmp = compare_mechanisms(box, check_ldp_epsilon(args.epsilon), domain=domain, delta=args.delta, k=args.k,
+                                 clip=args.clip, calibration=args.calibration, **common)
+        result = {**cmp.to_dict(), "domain": list(domain)}
+        return emit(args, result, lambda r: console().print(str(cmp), markup=False))
+    eps0 = 1.0 if args.epsilon is None else check_ldp_epsilon(args.epsilon)
+    kw: dict = {"domain": domain}
+    if name in ("laplace", "gaussian"):
+        kw["clip"] = args.clip
+    if args.k is not None:
+        kw["k"] = args.k
+    indicator = None
+    if name == "gaussian":
+        mech = make_mechanism(name, eps0, delta=args.delta, calibration=args.calibration, **kw)
+    else:
+        mech = make_mechanism(name, eps0, calibration=args.calibration, **kw)
+        indicator = args.delta if args.delta else None
+    if args.target_rho is not None:
+        s = smallest_epsilon(mech, box, args.target_rho, indicator=indicator, **common)
+        if not s.reachable:
+            raise BadInput(f"target rho {args.target_rho:g} is not reached by {mech.label} for any epsilon <= "
+                           f"{s.eps_max:g} (rho there is {s.rho_at_max:.6g})")
+        result = {**s.to_dict(), "delta": mech.delta if name == "gaussian" else args.delta, "domain": list(domain),
+                  "box": {"lo": lo.tolist(), "hi": hi.tolist()}, "point": point.tolist()}
+
+        def human(r: dict) -> None:
+            console().print(f"epsilon = {fmt(r['epsilon'], 10)} per feature gives rho = {fmt(r['rho'], 8)} >= "
+                            f"{fmt(r['target_rho'])} ({r['mechanism']}; record epsilon {fmt(r['record_epsilon'])}, "
+                            f"delta {fmt(r['record_delta'])})", markup=False)
+
+        return emit(args, result, human)
+    u = utility(mech, box, indicator=indicator, **common)
+    result = {**u.to_dict(), "delta": mech.delta if name == "gaussian" else args.delta, "domain": list(domain)}
+    if name == "gaussian":
+        result["sigma"] = mech.sigma
+        result["calibration"] = mech.calibration
+
+    def human(r: dict) -> None:
+        c = console()
+        c.print(f"rho = {fmt(r['rho'], 8)}  ({r['mechanism']}, epsilon {fmt(r['epsilon'])} per feature; record "
+                f"({fmt(r['record_epsilon'])}, {fmt(r['record_delta'])}))", markup=False)
+        c.print(f"per-feature masses {', '.join(fmt(m, 6) for m in r['masses'])}; {r['basis']}", markup=False)
+
+    return emit(args, result, human)

@@ -1,0 +1,311 @@
+"""Utility of a classifier under LDP: rho(eps, box) = prod_i (F_i(b_i) - F_i(a_i)) (Zheng & Hu).
+
+If the class of x is constant on a box [a, b] (a robustness hyperrectangle) and each perturbed
+feature i is released through an LDP mechanism M, the class is kept with probability at least
+
+    rho = prod_{i perturbed} P(a_i <= M(x_i) <= b_i)
+
+(the features that are not perturbed stay at x_i, inside [a_i, b_i]). Refinements:
+
+- probabilistic box (robust with confidence 1 - omega up to a fraction tau, Zheng & Hu Sec. 4.3):
+  rho (1 - omega)(1 - tau);
+- privacy indicator I_delta on the whole record (Sec. 5.2.1): delta + (1 - delta) rho, with the
+  record guarantee (d eps, delta)-PAC (the raw record, which is classified as itself, is released
+  with probability delta);
+- per-feature guarantees compose to the record guarantee: PAC mechanisms (pure, Gaussian `pac`,
+  per-feature indicators) by (sum eps, 1 - prod(1 - delta_i)) (Thm 2), the analytic Gaussian by
+  basic composition (sum eps, sum delta).
+
+The box may be a `models.Box`, any certificate with a `box` (a robustness radius or
+hyperrectangle; probabilistic ones bring `omega` and `tau`), a pair (lo, hi) of vectors or a
+dict with "lo"/"hi". `rho_batch` evaluates many points, boxes and epsilons at once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import BadInput
+from ..privacy.accounting import compose, compose_pac
+from ..privacy.guarantee import Guarantee
+from .mechanisms import LDPMechanism, PrivacyIndicator, _eps_array
+
+
+@dataclass(frozen=True)
+class BoxInput:
+    """A box read from any of the accepted forms, with where it came from."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    point: np.ndarray | None
+    omega: float = 0.0
+    tau: float = 0.0
+    basis: str = "box given by the user (not verified by certify)"
+    certified: bool | None = None
+
+
+def _unit(value: Any, name: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise BadInput(f"{name} must be a number in [0, 1), got {value!r}") from None
+    if not 0 <= v < 1:
+        raise BadInput(f"{name} must be in [0, 1), got {value}")
+    return v
+
+
+def read_box(box: Any, point: Any = None, *, omega: Any = None, tau: Any = None) -> BoxInput:
+    """Normalise the accepted box forms (see the module docstring)."""
+    from models.box import Box
+
+    basis = "box given by the user (not verified by certify)"
+    certified = None
+    src_omega = src_tau = None
+    obj = box
+    if point is None and not isinstance(obj, Box) and getattr(obj, "point", None) is not None:
+        point = obj.point  # a certificate of a box around a point (e.g. a hyperrectangle)
+    if not isinstance(obj, Box) and hasattr(obj, "box") and hasattr(obj, "status"):  # a certificate
+        cert = obj
+        if cert.box is None:
+            raise BadInput("this certificate holds globally and has no box; give a robustness box")
+        certified = bool(getattr(cert, "certified", False))
+        status = getattr(cert, "status", "")
+        src_omega, src_tau = getattr(cert, "omega", None), getattr(cert, "tau", None)
+        if status == "probabilistic":
+            basis = "probabilistic box"
+        elif certified:
+            basis = f"certified box ({getattr(cert, 'KIND', 'certificate')}, {status})"
+        else:
+            basis = f"box of an uncertified result ({status}): rho is not a guarantee"
+        obj = cert.box
+    if isinstance(obj, Box):
+        lo, hi = obj.lo, obj.hi
+        center = obj.center
+    elif isinstance(obj, dict):
+        if "lo" not in obj or "hi" not in obj:
+            raise BadInput("a box dict needs 'lo' and 'hi'")
+        lo, hi, center = obj["lo"], obj["hi"], obj.get("center")
+    else:
+        try:
+            lo, hi = obj
+        except (TypeError, ValueError):
+            raise BadInput("box must be a models.Box, a certificate with a box, a pair (lo, hi) or a dict "
+                           "with 'lo' and 'hi'") from None
+        center = None
+    lo = np.atleast_1d(np.asarray(lo, dtype=np.float64)).reshape(-1)
+    hi = np.atleast_1d(np.asarray(hi, dtype=np.float64)).reshape(-1)
+    if lo.size != hi.size:
+        raise BadInput(f"box bounds have different lengths ({lo.size} and {hi.size})")
+    if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
+        raise BadInput("box bounds must be finite")
+    bad = np.flatnonzero(lo > hi)
+    if bad.size:
+        raise BadInput(f"box has lo > hi in feature {int(bad[0])} ({lo[bad[0]]:g} > {hi[bad[0]]:g})")
+    p = point if point is not None else center
+    if p is None:
+        raise BadInput("give the point x (the box has no center)")
+    p = np.atleast_1d(np.asarray(p, dtype=np.float64)).reshape(-1)
+    if p.size != lo.size:
+        raise BadInput(f"the point has {p.size} values but the box has {lo.size}")
+    if not np.all(np.isfinite(p)):
+        raise BadInput("the point contains NaN or inf")
+    out = np.flatnonzero((p < lo) | (p > hi))
+    if out.size:
+        j = int(out[0])
+        raise BadInput(f"the box must contain the point: feature {j} has x = {p[j]:g} outside [{lo[j]:g}, {hi[j]:g}]")
+    om = _unit(omega if omega is not None else (src_omega if src_omega is not None else 0.0), "omega")
+    ta = _unit(tau if tau is not None else (src_tau if src_tau is not None else 0.0), "tau")
+    if basis == "probabilistic box":
+        if omega is None and src_omega is None or tau is None and src_tau is None:
+            raise BadInput("a probabilistic box needs its omega and tau (confidence and tolerance)")
+        basis = f"probabilistic box (omega = {om:g}, tau = {ta:g})"
+    elif om or ta:
+        basis = f"probabilistic box (omega = {om:g}, tau = {ta:g})"
+    return BoxInput(lo, hi, p, om, ta, basis, certified)
+
+
+def _mechanisms_for(mechanism: Any, features: np.ndarray) -> list[LDPMechanism]:
+    if isinstance(mechanism, LDPMechanism):
+        return [mechanism] * len(features)
+    try:
+        mechs = list(mechanism)
+    except TypeError:
+        raise BadInput("mechanism must be an LDP mechanism (certify.ldp.make_mechanism) or one per perturbed feature") from None
+    if len(mechs) != len(features) or not all(isinstance(m, LDPMechanism) for m in mechs):
+        raise BadInput(f"give one LDP mechanism per perturbed feature ({len(features)}), or a single one for all")
+    return mechs
+
+
+def _features(features: Any, dim: int) -> np.ndarray:
+    if features is None:
+        return np.arange(dim)
+    f = np.atleast_1d(np.asarray(features))
+    if f.size == 0:
+        raise BadInput("no perturbed features given")
+    if not np.issubdtype(f.dtype, np.integer):
+        if not np.all(np.equal(np.mod(f, 1), 0)):
+            raise BadInput(f"feature indices must be integers, got {features!r}")
+        f = f.astype(np.int64)
+    if np.any(f < 0) or np.any(f >= dim):
+        raise BadInput(f"feature index out of range for {dim} features: {features!r}")
+    if np.unique(f).size != f.size:
+        raise BadInput(f"feature indices repeat: {features!r}")
+    return f
+
+
+def _check_in_domain(mech: LDPMechanism, a: np.ndarray, b: np.ndarray, feature: Any) -> None:
+    if np.any(a < mech.lo) or np.any(b > mech.hi):
+        raise BadInput(f"the box of feature {feature} leaves the mechanism's domain [{mech.lo:g}, {mech.hi:g}]; "
+                       "give the feature's domain (--domain LO,HI) or a box inside it")
+
+
+def record_guarantee(mechs: Sequence[LDPMechanism], indicator: float | None = None) -> Guarantee:
+    """The guarantee of releasing every perturbed feature (independent mechanisms) of one record."""
+    if indicator is not None:
+        eps = sum(m.epsilon for m in mechs)
+        return Guarantee(eps, indicator, math.inf, "linf", pac=True,
+                         mechanism=f"indicator(delta={indicator:g}) of {len(mechs)} x {mechs[0].label}")
+    parts = [m.guarantee for m in mechs]
+    if len(parts) == 1:
+        return parts[0]
+    return compose_pac(parts) if all(g.pac for g in parts) else compose(parts)
+
+
+@dataclass
+class UtilityResult:
+    """rho and what it was computed from (`to_dict()` for JSON)."""
+
+    rho: float
+    masses: list[float]
+    features: list[int]
+    mechanisms: list[str]
+    epsilon: float
+    guarantee: Guarantee
+    factor: float
+    indicator: float | None
+    basis: str
+    lo: np.ndarray
+    hi: np.ndarray
+    point: np.ndarray
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def rho_mechanism(self) -> float:
+        return float(np.prod(self.masses))
+
+    def to_dict(self) -> dict:
+        return {
+            "rho": self.rho, "rho_mechanism": self.rho_mechanism, "masses": self.masses, "features": self.features,
+            "mechanism": self.mechanisms[0] if len(set(self.mechanisms)) == 1 else self.mechanisms,
+            "epsilon": self.epsilon, "record_epsilon": self.guarantee.epsilon, "record_delta": self.guarantee.delta,
+            "guarantee": self.guarantee.to_dict(), "probabilistic_factor": self.factor,
+            "indicator_delta": self.indicator, "basis": self.basis,
+            "box": {"lo": self.lo.tolist(), "hi": self.hi.tolist()}, "point": self.point.tolist(), "notes": self.notes,
+        }
+
+
+def _combine(masses: np.ndarray, factor: float, indicator: float | None) -> np.ndarray:
+    rho = factor * np.prod(masses, axis=-1)
+    return indicator + (1 - indicator) * rho if indicator is not None else rho
+
+
+class _Problem:
+    """A validated (mechanisms, box, point, features) triple; evaluates rho at any epsilon."""
+
+    def __init__(self, mechanism: Any, box: Any, *, point: Any = None, features: Any = None, omega: Any = None,
+                 tau: Any = None, indicator: Any = None):
+        self.box = read_box(box, point, omega=omega, tau=tau)
+        if features is None and getattr(box, "features", None):
+            features = box.features  # a certificate's own features (e.g. those its hyperrectangle moves)
+        self.features = _features(features, self.box.lo.size)
+        self.mechs = _mechanisms_for(mechanism, self.features)
+        self.indicator = None
+        if indicator is not None and float(indicator) != 0:
+            if any(m.delta != 0 for m in self.mechs):
+                raise BadInput("the record-level privacy indicator needs pure mechanisms (not the Gaussian, "
+                               "not mechanisms already wrapped in an indicator)")
+            self.indicator = _unit(indicator, "indicator delta")
+        for m, f in zip(self.mechs, self.features):
+            _check_in_domain(m, self.box.lo[f], self.box.hi[f], int(f))
+        self.factor = (1 - self.box.omega) * (1 - self.box.tau)
+        self.x = self.box.point[self.features]
+        self.a = self.box.lo[self.features]
+        self.b = self.box.hi[self.features]
+
+    def masses(self, eps: Any = None) -> np.ndarray:
+        """(..., n_features) masses at epsilon (array: one row per value; None: each mechanism's own)."""
+        cols = []
+        for j, m in enumerate(self.mechs):
+            e = m.epsilon if eps is None else eps
+            cols.append(np.clip(m._mass(np.asarray(e, dtype=np.float64), self.x[j], self.a[j], self.b[j]), 0.0, 1.0))
+        return np.stack(np.broadcast_arrays(*cols), axis=-1)
+
+    def rho(self, eps: Any = None) -> np.ndarray:
+        return _combine(self.masses(eps), self.factor, self.indicator)
+
+    def rho_upper(self, e1: float, e2: float) -> float:
+        """An upper bound of rho over every epsilon in [e1, e2] (same epsilon on every feature)."""
+        ups = [float(np.clip(m._mass_upper(e1, e2, self.x[j], self.a[j], self.b[j]), 0.0, 1.0))
+               for j, m in enumerate(self.mechs)]
+        return float(_combine(np.asarray(ups), self.factor, self.indicator))
+
+
+def utility(mechanism: Any, box: Any, *, point: Any = None, features: Any = None, omega: Any = None, tau: Any = None,
+            indicator: Any = None) -> UtilityResult:
+    """rho for one point, its box and the mechanism(s) at their epsilon, with the record guarantee."""
+    prob = _Problem(mechanism, box, point=point, features=features, omega=omega, tau=tau, indicator=indicator)
+    masses = prob.masses()
+    rho = float(_combine(masses, prob.factor, prob.indicator))
+    notes = []
+    if prob.box.certified is False and "uncertified" in prob.box.basis:
+        notes.append("the box comes from an uncertified result: rho is an estimate, not a guarantee")
+    if any(isinstance(m, PrivacyIndicator) for m in prob.mechs):
+        notes.append("per-feature privacy indicators: each feature's raw value is released with probability delta")
+    eps = prob.mechs[0].epsilon if len({m.epsilon for m in prob.mechs}) == 1 else [m.epsilon for m in prob.mechs]
+    return UtilityResult(rho, [float(v) for v in masses], [int(f) for f in prob.features], [m.label for m in prob.mechs],
+                         eps, record_guarantee(prob.mechs, prob.indicator), prob.factor, prob.indicator, prob.box.basis,
+                         prob.box.lo, prob.box.hi, prob.box.point, notes)
+
+
+def rho(mechanism: Any, box: Any, *, point: Any = None, features: Any = None, epsilon: Any = None, omega: Any = None,
+        tau: Any = None, indicator: Any = None) -> float | np.ndarray:
+    """rho(eps, box): a float at the mechanism's epsilon, or an array over an epsilon grid."""
+    prob = _Problem(mechanism, box, point=point, features=features, omega=omega, tau=tau, indicator=indicator)
+    if epsilon is None:
+        return float(prob.rho())
+    eps = _eps_array(epsilon)
+    out = prob.rho(eps)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def rho_batch(mechanism: LDPMechanism, epsilon: Any, points: Any, lows: Any, highs: Any, features: Any = None, *,
+              factor: float = 1.0, indicator: float | None = None) -> np.ndarray:
+    """rho for many points and boxes over an epsilon grid: shape (len(epsilon), n_points).
+
+    `points`, `lows`, `highs`: (n, d) arrays (boxes must contain their points and lie in the
+    mechanism's domain on the perturbed features). One mechanism family for every feature.
+    """
+    if not isinstance(mechanism, LDPMechanism):
+        raise BadInput("rho_batch takes one LDP mechanism")
+    eps = np.atleast_1d(_eps_array(epsilon)).reshape(-1)
+    x = np.atleast_2d(np.asarray(points, dtype=np.float64))
+    lo = np.atleast_2d(np.asarray(lows, dtype=np.float64))
+    hi = np.atleast_2d(np.asarray(highs, dtype=np.float64))
+    if not (x.shape == lo.shape == hi.shape):
+        raise BadInput(f"points, lows and highs must have the same shape, got {x.shape}, {lo.shape}, {hi.shape}")
+    f = _features(features, x.shape[1])
+    xs, a, b = x[:, f], lo[:, f], hi[:, f]
+    if not (np.all(np.isfinite(xs)) and np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+        raise BadInput("points and boxes must be finite")
+    if np.any(a > b):
+        raise BadInput("a box has lo > hi")
+    if np.any((x < lo) | (x > hi)):
+        raise BadInput("every box must contain its point")
+    _check_in_domain(mechanism, a, b, "(batch)")
+    mechanism._check_x(xs)
+    masses = np.clip(mechanism._mass(eps[:, None, None], xs[None], a[None], b[None]), 0.0, 1.0)
+    return _combine(masses, factor, indicator)
