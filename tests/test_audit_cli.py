@@ -173,6 +173,10 @@ CASES: dict[str, tuple[list[str], dict[str, st.SearchStrategy[str]]]] = {
     "calibrate": (["gaussian", "--epsilon", "1", "--delta", "1e-5", "--sensitivity", "1"],
                   {"MECHANISM": WORD, "--epsilon": POSITIVE, "--delta": DELTA, "--sensitivity": NON_NEGATIVE,
                    "--calibration": WORD, "--metric": NORM, "--model": MODEL}),
+    "utility": (["pm", "--epsilon", "1", "--point", "0.5", "--box", "0.2:0.8"],
+                {"MECHANISM": WORD, "--epsilon": POSITIVE, "--point": VECTOR_1, "--domain": DOMAIN,
+                 "--box": st.sampled_from(["0.8:0.2", "a:b", "0.2", "", "0.2:0.8,0.1:0.2", "-1:2", "nan:1"]),
+                 "--delta": DELTA}),
     "chain": (["--epsilon", "1", "--delta", "1e-5", "--alpha", "0.1", "--beta", "0.3"],
               {"--epsilon": POSITIVE, "--delta": DELTA, "--alpha": POSITIVE, "--beta": POSITIVE}),
 }

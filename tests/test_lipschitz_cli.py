@@ -67,7 +67,7 @@ def test_human_output_and_time_limit(cli):
         (["--center", "0,0,0", "--radius", "1", "--domain", "1,0"], ["domain"]),
         (["--center", "5,5,5", "--radius", "1", "--domain", "0,1"], ["does not meet the domain"]),
         (["--center", "0,0,0", "--radius", "1", "--time-limit", "-3"], ["time limit"]),
-        (["--center", "0,0,0", "--radius", "1,2"], ["--radius has 2 values"]),
+        (["--center", "0,0,0", "--radius", "1,2"], ["radius has 2 values"]),
     ],
 )
 def test_bad_input_exits_2(cli, small_model, args, fragments):

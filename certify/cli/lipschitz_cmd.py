@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from ..lipschitz import options as O
 from .common import add_json_flag, add_model_argument, console, domain_arg, emit, fmt, load_model, vector_arg
+from .progress import add_progress_flags, status_line
+
+INTERRUPTED_EXIT = 130
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -14,30 +18,37 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Certify the local Lipschitz constant of a ReLU network over the box CENTER +/- RADIUS "
             "(intersected with [LO,HI]^n when --domain is given) by mixed-integer programming. Prints an "
-            "interval [lower, upper]: upper is the solver's dual bound (widened for tolerances), lower the "
-            "norm of the exact Jacobian at a replayed witness point."
+            "interval [lower, upper]: upper is proven (the solver's dual bound re-proven by a branch-and-bound "
+            "with safe LP bounds), lower the norm of the exact Jacobian at a replayed witness point. Ctrl-C "
+            "stops the solve and prints the sound interval reached (exit code 130)."
         ),
     )
     add_model_argument(p)
     p.add_argument("--center", required=True, metavar="V", help="box center: comma-separated numbers or @file")
     p.add_argument("--radius", required=True, metavar="R", help="box half-width: a number or one per input (comma list or @file)")
     p.add_argument("--domain", metavar="LO,HI", help="intersect the box with [LO,HI]^n (e.g. 0,1 for pixels)")
-    p.add_argument("--input-norm", default="linf", metavar="N", help="input norm: linf (default), l1 or l2")
-    p.add_argument("--output-norm", default="l1", metavar="N", help="output norm: l1 (default), linf or l2")
+    p.add_argument("--input-norm", default=O.DEFAULT_INPUT_NORM, metavar="N",
+                   help=f"input norm: {', '.join(O.NORMS)} (default {O.DEFAULT_INPUT_NORM})")
+    p.add_argument("--output-norm", default=O.DEFAULT_OUTPUT_NORM, metavar="N",
+                   help=f"output norm: {', '.join(O.NORMS)} (default {O.DEFAULT_OUTPUT_NORM})")
     p.add_argument("--margin", metavar="I,J", help="certify the scalar f_I - f_J instead of the vector output")
     p.add_argument("--target", metavar="C", help="certify the scalar c^T f for this output weight vector")
-    p.add_argument("--backend", default="auto", choices=("auto", "gurobi", "highs", "cbc"),
+    p.add_argument("--backend", default="auto", choices=O.BACKEND_CHOICES,
                    help="MILP solver (auto: Gurobi when licensed and the model fits, else HiGHS)")
-    p.add_argument("--time-limit", type=float, metavar="S", help="time limit in seconds (the result stays a sound interval)")
-    p.add_argument("--mip-gap", type=float, default=1e-6, metavar="G", help="relative MIP gap (default 1e-6)")
-    p.add_argument("--bounds", default="lp", choices=("interval", "symbolic", "lp"), help="pre-activation bounds (default lp)")
-    p.add_argument("--pass-bounds", choices=("interval", "lp"),
+    p.add_argument("--time-limit", type=float, metavar="S", help="time limit in seconds, all stages (the result stays a sound interval)")
+    p.add_argument("--mip-gap", type=float, default=O.DEFAULT_MIP_GAP, metavar="G",
+                   help=f"relative MIP gap (default {O.DEFAULT_MIP_GAP:g}); status optimal needs 1e-6 whatever it is")
+    p.add_argument("--bounds", default=O.DEFAULT_BOUNDS, choices=O.BOUND_METHODS,
+                   help=f"pre-activation bounds (default {O.DEFAULT_BOUNDS})")
+    p.add_argument("--pass-bounds", choices=O.PASS_BOUNDS,
                    help="big-M bounds of the Jacobian product: interval, or lp (default with --bounds lp)")
-    p.add_argument("--formulation", default="forward", choices=("forward", "backward"),
+    p.add_argument("--formulation", default=O.DEFAULT_FORMULATION, choices=O.FORMULATIONS,
                    help="Jacobian product encoded: forward J w (default) or backward J^T c (LipMIP)")
-    p.add_argument("--l2-method", default="auto", choices=("auto", "miqp", "equivalence"),
+    p.add_argument("--l2-method", default="auto", choices=O.L2_METHODS,
                    help="l2 norms: exact Gurobi MIQP when possible (auto), only MIQP, or the norm-interpolation bound")
-    p.add_argument("--threads", type=int, default=2, metavar="K", help="solver threads (default 2)")
+    p.add_argument("--threads", type=int, default=O.DEFAULT_THREADS, metavar="K",
+                   help=f"solver threads (default {O.DEFAULT_THREADS})")
+    add_progress_flags(p)
     add_json_flag(p)
     p.set_defaults(handler=_lipschitz)
 
@@ -54,23 +65,26 @@ def _pair(spec: str, name: str) -> tuple[int, int]:
 
 
 def _lipschitz(args: argparse.Namespace) -> int:
-    from ..errors import BadInput
+    from solvers.runtime import interrupted
+
     from ..lipschitz import local_lipschitz
 
     net = load_model(args.model)
     center = vector_arg(args.center, "--center", net.input_dim)
     radius = vector_arg(args.radius, "--radius")
-    if radius.size not in (1, net.input_dim):
-        raise BadInput(f"--radius has {radius.size} values; give one number or {net.input_dim}")
-    domain = domain_arg(args.domain)
     margin = _pair(args.margin, "--margin") if args.margin else None
-    target = vector_arg(args.target, "--target", net.output_dim) if args.target else None
-    cert = local_lipschitz(
-        net, center, radius if radius.size > 1 else float(radius[0]), domain=domain,
-        input_norm=args.input_norm, output_norm=args.output_norm, margin=margin, target=target,
-        backend=args.backend, time_limit=args.time_limit, mip_gap=args.mip_gap, bounds=args.bounds,
-        formulation=args.formulation, l2_method=args.l2_method, pass_bounds=args.pass_bounds, threads=args.threads,
-    )
+    target = vector_arg(args.target, "--target", net.output_dim) if args.target is not None else None
+    live = status_line(args)
+    try:
+        cert = local_lipschitz(
+            net, center, radius if radius.size > 1 else float(radius[0]), domain=domain_arg(args.domain),
+            input_norm=args.input_norm, output_norm=args.output_norm, margin=margin, target=target, progress=live,
+            backend=args.backend, time_limit=args.time_limit, mip_gap=args.mip_gap, bounds=args.bounds,
+            formulation=args.formulation, l2_method=args.l2_method, pass_bounds=args.pass_bounds, threads=args.threads,
+        )
+    finally:
+        if live is not None:
+            live.close()
 
     def human(r: dict) -> None:
         c = console()
@@ -80,7 +94,8 @@ def _lipschitz(args: argparse.Namespace) -> int:
         c.print(f"  interval  [{fmt(r['lower'], 9)}, {fmt(r['upper'], 9)}]  status {r['status']}"
                 f"{' (exact)' if r['exact'] else ''}")
         c.print(f"  solver    {r['backend']}, {r['nodes']} nodes, {r['binaries']} binaries "
-                f"({r['unstable']} unstable ReLUs, {r['bounds']} bounds), {r['seconds']:.2f}s")
+                f"({r['unstable']} unstable ReLUs, {r['bounds']} bounds), {r['seconds']:.2f}s "
+                f"(proof of the bound {r['proof'].get('seconds', 0.0):.2f}s)")
         if r["witness"] is not None:
             w = r["witness"]
             shown = ", ".join(fmt(v, 4) for v in w[:8]) + (", ..." if len(w) > 8 else "")
@@ -88,4 +103,5 @@ def _lipschitz(args: argparse.Namespace) -> int:
         for note in r["notes"]:
             c.print(f"  note      {note}")
 
-    return emit(args, cert.to_dict(), human)
+    code = emit(args, cert.to_dict(), human)
+    return INTERRUPTED_EXIT if cert.status == "interrupted" and interrupted() else code

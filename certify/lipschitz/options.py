@@ -62,7 +62,7 @@ class NormQuestion:
             if not np.any(c):
                 raise BadInput("target vector is all zeros")
             return cls(p, None, c)
-        return cls(p, parse_norm(output_norm or DEFAULT_OUTPUT_NORM, "output norm"))
+        return cls(p, parse_norm(DEFAULT_OUTPUT_NORM if output_norm is None else output_norm, "output norm"))
 
     @property
     def uses_l2(self) -> bool:
