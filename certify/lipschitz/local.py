@@ -31,7 +31,7 @@ from models.box import Box
 from models.errors import BadInput
 from models.ir import Network
 from solvers.bounds import network_bounds
-from solvers.milp.backends import GurobiBackend, ModelTooLarge, choose_backend
+from solvers.milp.backends import GurobiBackend, ModelTooLarge, choose_backend, refuse_early
 from solvers.milp.lipschitz import LipschitzMilp, build_lipschitz_milp
 from solvers.milp.sound import SoundSolve, sound_solve
 from solvers.rounding import round_up, sqrt_up
@@ -79,6 +79,7 @@ def local_lipschitz(
     question = NormQuestion.of(net, input_norm, output_norm, margin, target)
     opts = LocalOptions.of(**options)
     budget = Budget(opts.time_limit)
+    _refuse_early(net, box, question, opts)
     with interruptible():
         nb = network_bounds(net, np.array(box.lo), np.array(box.hi), opts.bounds,  # type: ignore[arg-type]
                             lp_deadline=budget.stage(0.25))
@@ -99,6 +100,25 @@ def _box(net: Network, center, radius, domain) -> Box:
     if radius is None:
         raise BadInput("local_lipschitz needs a Box, or a center and a radius")
     return Box.around(center, radius, domain=domain, dim=net.input_dim)
+
+
+def _refuse_early(net: Network, box: Box, question: NormQuestion, opts: LocalOptions) -> None:
+    """An explicit back-end with a size limit is refused before any bounds when a lower bound on
+    the MILP's size exceeds it: neurons that change sign between sampled points of the box are
+    unstable under any sound bounds, and each costs two variables and three rows."""
+    miqp = question.uses_l2 and opts.l2_method == "miqp"
+    name = "gurobi" if miqp else opts.backend
+    if name != "gurobi":
+        return
+    rng = np.random.default_rng(0)
+    lo, hi = np.array(box.lo), np.array(box.hi)
+    xs = np.vstack([rng.uniform(lo, hi, (32, lo.size)), np.where(rng.random((32, lo.size)) < 0.5, lo, hi)])
+    unstable = 0
+    for z in zip(*(net.preactivations(x) for x in xs)):
+        z = np.array(z)
+        unstable += int(np.sum(np.any(z > 0, axis=0) & np.any(z < 0, axis=0)))
+    directions = net.input_dim if opts.formulation == "forward" else 0  # w in the forward pass
+    refuse_early(name, net.input_dim + directions + 2 * unstable, 3 * unstable, quadratic=miqp)
 
 
 # ----------------------------------------------------------------------------- planning
@@ -166,6 +186,8 @@ def _solve_pair(pair, holder: list[LipschitzMilp], nb, search: WitnessSearch, op
     share = budget if rem is None or n - k == 1 else Budget(max(rem, 0.0) / (n - k))
     milp = holder[0]
     fallback = round_up(milp.objective.naive_upper + milp.model.obj_err, milp.objective.naive_upper, 4)
+    if n == 1:
+        live.proven(milp.to_lipschitz(fallback))
     start = search.start(milp, pair) if opts.warm_start else None
     sound = sound_solve(milp.model, share, backend="gurobi" if milp.model.is_quadratic else opts.backend,
                         mip_gap=opts.mip_gap, threads=opts.threads, verbose=opts.verbose, start=start,

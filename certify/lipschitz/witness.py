@@ -88,10 +88,12 @@ class WitnessSearch:
 
     def start(self, milp: LipschitzMilp, pair: tuple[str, str | None]) -> np.ndarray | None:
         """A warm start for `milp`: the best point so far with its pattern and best direction."""
-        if self.point is None or self.budget.expired():
+        rem = self.budget.remaining()
+        if self.point is None or self.budget.expired() or (rem is not None and rem < 1.0):
             return None
         w, c = direction_pair(self.point.jacobian, pair[0], pair[1], self.question.target)
-        return milp.start(self.point.x, self.point.pattern, w if milp.formulation == "forward" else c)
+        limit = 5.0 if rem is None else min(5.0, 0.1 * rem)
+        return milp.start(self.point.x, self.point.pattern, w if milp.formulation == "forward" else c, limit)
 
     def check_point(self, net_bounds, milp: LipschitzMilp):
         """The policy's `check_point` hook: a solver point must respect the sound bounds."""

@@ -245,6 +245,10 @@ def prove_bound(
     on the objective (in the model's sense) over the solutions within those column bounds; it
     tightens the nodes of models with quadratic parts and closes their leaves."""
     t0 = time.perf_counter()
+    if deadline is not None and time.perf_counter() >= deadline:
+        # no time for even the root LP: callers fall back to a bound they already hold
+        sign = 1.0 if model.sense == "max" else -1.0
+        return ProofResult(sign * math.inf, False, 0, 0.0, "time_limit")
     problem = _MilpProof(model, deadline, node_bound)
     sign = problem.sign
     tgt = -math.inf if target is None else sign * float(target)

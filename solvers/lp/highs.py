@@ -78,11 +78,12 @@ def highs_instance(model: MilpModel, *, integer: bool = True, verbose: bool = Fa
     lp.a_matrix_.value_ = csc.data
     lp.a_matrix_.num_col_ = model.num_vars
     lp.a_matrix_.num_row_ = model.num_rows
-    if integer and model.num_integers:
-        lp.integrality_ = [hp.HighsVarType.kInteger if i else hp.HighsVarType.kContinuous for i in model.integer]
     if h.passModel(lp) == hp.HighsStatus.kError:
         # e.g. a coefficient >= 1e15: HiGHS would otherwise solve an empty model
         raise HighsRejected("HiGHS rejected the model (a coefficient or bound out of its range)")
+    if integer and model.num_integers:
+        idx = np.flatnonzero(model.integer).astype(np.int32)
+        h.changeColsIntegrality(idx.size, idx, np.full(idx.size, int(hp.HighsVarType.kInteger), dtype=np.uint8))
     return h
 
 

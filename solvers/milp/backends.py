@@ -62,6 +62,26 @@ def choose_backend(name: str, model: MilpModel) -> Choice:
     return Choice(backend)
 
 
+def refuse_early(name: str, min_vars: int, min_rows: int, quadratic: bool = False) -> None:
+    """Refuse an explicitly requested back-end before any model is built, when a *lower bound* on
+    the model's size already exceeds what it can solve (the size-limited Gurobi licence)."""
+    if name != "gurobi":
+        return
+    from .gurobi import RESTRICTED_LINEAR_LIMIT, RESTRICTED_QUADRATIC_LIMIT, licence
+
+    lic = licence()
+    if not lic.usable:
+        raise BackendUnavailable(f"backend gurobi is not available: {lic.reason}; use --backend highs")
+    if not lic.restricted:
+        return
+    if quadratic and min_vars > RESTRICTED_QUADRATIC_LIMIT:
+        raise ModelTooLarge(f"the model will have at least {min_vars} variables with quadratic terms, beyond the "
+                            f"size-limited Gurobi licence ({RESTRICTED_QUADRATIC_LIMIT}); use --l2-method equivalence")
+    if min_vars > RESTRICTED_LINEAR_LIMIT or min_rows > RESTRICTED_LINEAR_LIMIT:
+        raise ModelTooLarge(f"the model will have at least {min_vars} variables and {min_rows} constraints, beyond the "
+                            f"size-limited Gurobi licence ({RESTRICTED_LINEAR_LIMIT} of each); use --backend highs (or auto)")
+
+
 def solve(model: MilpModel, backend: str = "auto", options: SolveOptions | None = None) -> tuple[MilpResult, list[str]]:
     choice = choose_backend(backend, model)
     return choice.backend.solve(model, options or SolveOptions()), choice.notes

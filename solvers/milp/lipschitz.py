@@ -93,7 +93,8 @@ class LipschitzMilp:
         model = self.model.with_rows(row, np.array([1.0 - np.sum(on)]), np.array([np.inf]), group="no_good")
         return replace(self, model=model)
 
-    def start(self, x: np.ndarray, pattern: list[np.ndarray], direction: np.ndarray) -> np.ndarray | None:
+    def start(self, x: np.ndarray, pattern: list[np.ndarray], direction: np.ndarray,
+              time_limit: float = 5.0) -> np.ndarray | None:
         """A full MILP solution for input x, activation pattern and direction (w or c), for warm
         starts: every other variable is completed by a small solve with these fixed."""
         from dataclasses import replace as dc_replace
@@ -109,8 +110,10 @@ class LipschitzMilp:
             lo[d[unstable]] = hi[d[unstable]] = s[unstable]
         for var, val in self.vector.assignment(direction).items():
             lo[var] = hi[var] = val
-        fixed = dc_replace(self.model, col_lo=lo, col_hi=hi, q_obj=None, q_constraints=())
-        res = HighsBackend().solve(fixed, SolveOptions(time_limit=5.0, threads=1))
+        # every binary is fixed: the rest is an LP (integrality dropped, so no MIP machinery runs)
+        fixed = dc_replace(self.model, col_lo=lo, col_hi=hi, q_obj=None, q_constraints=(),
+                           integer=np.zeros(self.model.num_vars, dtype=bool))
+        res = HighsBackend().solve(fixed, SolveOptions(time_limit=time_limit, threads=1))
         if res.x is None or res.status != "optimal":
             return None
         return res.x
