@@ -8,16 +8,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from models import Affine, Network, ReLU, load_onnx
+from models import Affine, Network, ReLU
 from models.errors import BadInput, ModelError, UnsupportedOperator
 
 __version__ = "0.1.0"
 
-__all__ = ["Affine", "BadInput", "ModelError", "Network", "ReLU", "UnsupportedOperator", "from_torch", "load_onnx"]
+__all__ = ["Affine", "BadInput", "Box", "Certificate", "ModelError", "Network", "ReLU", "Status", "UnsupportedOperator", "from_torch",
+           "load_onnx"]
 
 # name -> module providing it; imported on first use to keep `import certify` light
 _LAZY: dict[str, str] = {
     "from_torch": "models.torch_import",
+    "load_onnx": "models.onnx_import",
+    "Box": "models.box",
+    "Certificate": "certify.certificate",
+    "Status": "certify.certificate",
     **{name: "certify.privacy" for name in (
         "calibrate", "chain", "compose", "Guarantee", "LapOutput", "GaussOutput", "GaussInput", "LogisticOutput",
         "perturb_weights", "sensitivity_sampler")},

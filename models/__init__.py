@@ -12,8 +12,6 @@ from typing import Any
 
 from .errors import BadInput, ModelError, UnsupportedOperator
 from .ir import Affine, ConvSpec, Network, ReLU, sequential
-from .onnx_export import save_onnx, to_onnx
-from .onnx_import import load_onnx, onnx_to_network
 
 __all__ = [
     "Affine",
@@ -33,10 +31,14 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # torch is imported only when a torch model is used (keeps the CLI start-up light)
-    if name in ("from_torch", "Normalize"):
-        from . import torch_import
+_LAZY = {"from_torch": "torch_import", "Normalize": "torch_import", "load_onnx": "onnx_import",
+         "onnx_to_network": "onnx_import", "save_onnx": "onnx_export", "to_onnx": "onnx_export"}
 
-        return getattr(torch_import, name)
+
+def __getattr__(name: str) -> Any:
+    # importers load on first use (torch, onnx and scipy.sparse stay out of the CLI's start-up)
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
     raise AttributeError(f"module 'models' has no attribute {name!r}")

@@ -20,8 +20,7 @@ CONTINUOUS_NOTE = ("sigma for continuous Gaussian noise; certify's Python mechan
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..privacy.calibration import MECHANISMS
-    from ..privacy.gaussian import CALIBRATIONS
+    from ..privacy.names import CALIBRATIONS, MECHANISMS
 
     p = sub.add_parser(
         "calibrate", help="noise scale of a privacy mechanism",

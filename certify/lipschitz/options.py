@@ -7,10 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.errors import BadInput
-from models.ir import Network
-from solvers.bounds import METHODS as BOUND_METHODS
-from solvers.milp.backends import BACKEND_CHOICES
-from solvers.milp.lipschitz import FORMULATIONS, PASS_BOUNDS
+from solvers.choices import BACKEND_CHOICES, BOUND_METHODS, FORMULATIONS, PASS_BOUNDS
 from solvers.norms import parse_norm
 
 from ..vectors import parse_positive, parse_vector
@@ -39,7 +36,7 @@ class NormQuestion:
     margin: tuple[int, int] | None = None
 
     @classmethod
-    def of(cls, net: Network, input_norm: str, output_norm: str | None, margin=None, target=None) -> "NormQuestion":
+    def of(cls, net, input_norm: str, output_norm: str | None, margin=None, target=None) -> "NormQuestion":
         p = parse_norm(input_norm, "input norm")
         if margin is not None and target is not None:
             raise BadInput("give either a margin (i, j) or a target vector, not both")

@@ -22,17 +22,59 @@ Modules (small, each one job):
 
 from __future__ import annotations
 
-from .accounting import chain, compose, compose_pac, group_privacy, parallel, post_process
-from .audit import audit_epsilon, clopper_pearson
-from .calibration import MECHANISMS, Calibration, calibrate, calibrate_noise
-from .gaussian import (CALIBRATIONS, analytic_sigma, classic_sigma, gaussian_delta, pac_sigma, zcdp_log_delta,
-                       zcdp_sigma)
-from .guarantee import Guarantee
-from .mechanisms import GaussInput, GaussOutput, LapOutput, LogisticOutput, Mechanism, NoisyQuery
-from .noise import Gaussian, Laplace, Logistic, noise_family
-from .provenance import LipschitzSource, layer_product_bound, lipschitz_source
-from .sampling import NumpySampler, SecureSampler, make_sampler
-from .weights import EmpiricalSensitivity, perturb_weights, sensitivity_sampler, utility_loss
+# name -> module; imported on first use, so that `certify calibrate --help` stays light (no scipy.stats)
+_LAZY: dict[str, str] = {
+    "CALIBRATIONS": "gaussian",
+    "Calibration": "calibration",
+    "EmpiricalSensitivity": "weights",
+    "GaussInput": "mechanisms",
+    "GaussOutput": "mechanisms",
+    "Gaussian": "noise",
+    "Guarantee": "guarantee",
+    "LapOutput": "mechanisms",
+    "Laplace": "noise",
+    "LipschitzSource": "provenance",
+    "Logistic": "noise",
+    "LogisticOutput": "mechanisms",
+    "MECHANISMS": "calibration",
+    "Mechanism": "mechanisms",
+    "NoisyQuery": "mechanisms",
+    "NumpySampler": "sampling",
+    "SecureSampler": "sampling",
+    "analytic_sigma": "gaussian",
+    "audit_epsilon": "audit",
+    "calibrate": "calibration",
+    "calibrate_noise": "calibration",
+    "chain": "accounting",
+    "classic_sigma": "gaussian",
+    "clopper_pearson": "audit",
+    "compose": "accounting",
+    "compose_pac": "accounting",
+    "gaussian_delta": "gaussian",
+    "group_privacy": "accounting",
+    "layer_product_bound": "provenance",
+    "lipschitz_source": "provenance",
+    "make_sampler": "sampling",
+    "noise_family": "noise",
+    "pac_sigma": "gaussian",
+    "parallel": "accounting",
+    "perturb_weights": "weights",
+    "post_process": "accounting",
+    "sensitivity_sampler": "weights",
+    "utility_loss": "weights",
+    "zcdp_log_delta": "gaussian",
+    "zcdp_sigma": "gaussian",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'certify.privacy' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
 
 __all__ = [
     "CALIBRATIONS", "MECHANISMS", "Calibration", "EmpiricalSensitivity", "GaussInput", "GaussOutput", "Gaussian",

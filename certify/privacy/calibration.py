@@ -25,20 +25,11 @@ from ..errors import BadInput
 from .gaussian import CALIBRATIONS, gaussian_sigma
 from .guarantee import Guarantee
 from .noise import FAMILIES, NoiseFamily, noise_family
+from .names import MECHANISMS
 from .params import (check_count, check_delta, check_epsilon, check_metric, check_pure, check_radius,
                      check_sensitivity, div_up, mul_up, round_up)
 from .provenance import LipschitzSource, lipschitz_source
 
-#: name -> (noise family, kind); kind is "plain", "output" or "input"
-MECHANISMS: dict[str, tuple[str, str]] = {
-    "laplace": ("laplace", "plain"),
-    "gaussian": ("gaussian", "plain"),
-    "logistic": ("logistic", "plain"),
-    "lap-output": ("laplace", "output"),
-    "gauss-output": ("gaussian", "output"),
-    "gauss-input": ("gaussian", "input"),
-    "logistic-output": ("logistic", "output"),
-}
 
 PURE = "pure"  # calibration name of the Laplace / logistic scale Delta_1 / epsilon
 

@@ -25,9 +25,9 @@ from scipy.optimize import brentq
 from scipy.special import erfinv, log_ndtr
 
 from ..errors import BadInput
+from .names import CALIBRATIONS
 from .params import check_delta, check_epsilon, check_sensitivity, inflate, round_up
 
-CALIBRATIONS = ("analytic", "classic", "pac", "zcdp")
 
 # relative accuracy of the solved sigmas (the returned value is on the safe side of the root)
 SOLVE_RTOL = 1e-12

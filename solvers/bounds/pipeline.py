@@ -15,13 +15,14 @@ import numpy as np
 from models.errors import BadInput
 from models.ir import Network
 
+from ..choices import BOUND_METHODS
 from .interval import affine_interval, magnitudes
 from .lp import lp_tighten_layer
 from .symbolic import symbolic_layer_bounds
 from .types import NetworkBounds, StepStats, phases, relu_blocks
 
 BoundMethod = Literal["interval", "symbolic", "lp"]
-METHODS: tuple[str, ...] = ("interval", "symbolic", "lp")
+METHODS = BOUND_METHODS
 
 
 def network_bounds(

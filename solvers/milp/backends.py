@@ -9,11 +9,11 @@ from models.errors import BadInput
 from .cbc import CbcBackend
 from .gurobi import GurobiBackend
 from .highs import HighsBackend
+from ..choices import BACKEND_CHOICES
 from ..lp.model import MilpModel
 from .result import MilpResult, SolveOptions
 
 BACKENDS = {"gurobi": GurobiBackend, "highs": HighsBackend, "cbc": CbcBackend}
-BACKEND_CHOICES: tuple[str, ...] = ("auto", "gurobi", "highs", "cbc")
 
 
 class BackendUnavailable(BadInput):

@@ -37,6 +37,7 @@ from models.ir import Affine, Network
 from ..bounds.interval import affine_interval
 from ..bounds.jacobian import SwitchedPassBounds, jacobian_maps, switched_pass_bounds
 from ..bounds.types import NetworkBounds, relu_blocks
+from ..choices import FORMULATIONS, PASS_BOUNDS
 from ..lp import Expr, ForwardEncoding, MilpBuilder, MilpModel, SafeLp, encode_relu_network
 from ..phases import UNSTABLE
 from .jacobian import VectorSetEncoding, encode_switched_pass, encode_vector_set
@@ -44,7 +45,6 @@ from .norm_objective import NormObjective, encode_norm_objective
 from ..rounding import gamma, ldexp_up, mul_up, round_up, sqrt_up
 from .scaling import _exact_ldexp, scale_hidden_neurons, scale_inputs
 
-FORMULATIONS: tuple[str, ...] = ("forward", "backward")
 BALL_EXTREMES = {"linf": "signs", "l1": "onehot", "l2": "ball"}  # extreme points of the unit ball
 NORM_OBJECTIVE = {"l1": "l1", "linf": "linf", "l2": "l2sq"}
 DUAL = {"l1": "linf", "linf": "l1", "l2": "l2"}
@@ -172,7 +172,6 @@ class LipschitzMilp:
         return v * v if self.objective.norm == "l2sq" else v
 
 
-PASS_BOUNDS: tuple[str, ...] = ("interval", "lp")
 
 
 def build_lipschitz_milp(
