@@ -27,6 +27,7 @@ _LAZY: dict[str, str] = {
     "sll_from_torch": "models.sll",
     "local_lipschitz": "certify.lipschitz",
     "LipschitzCertificate": "certify.lipschitz",
+    **{name: "certify.verify" for name in ("verify", "load_vnnlib", "parse_vnnlib", "VerificationResult")},
 }
 
 
