@@ -59,9 +59,9 @@ def format_witness(x: np.ndarray, y: np.ndarray) -> str:
 
 
 def representable_point(x: np.ndarray, d: Disjunct, dtype: type) -> np.ndarray:
-    """x moved to the nearest values of `dtype` inside the box (nudged inward coordinate-wise);
-    coordinates whose box holds no such value keep their float64 value."""
-    x = np.clip(np.asarray(x, dtype=np.float64), d.lo, d.hi)
+    """x with each coordinate inside the box moved to the nearest value of `dtype` in the box
+    (nudged inward); coordinates outside the box, or whose box holds no such value, are kept."""
+    x = np.asarray(x, dtype=np.float64)
     if dtype == np.float64:
         return x
     r = x.astype(dtype)
@@ -70,8 +70,8 @@ def representable_point(x: np.ndarray, d: Disjunct, dtype: type) -> np.ndarray:
     down = r.astype(np.float64) > d.hi
     r[down] = np.nextafter(r[down], np.array(-np.inf, dtype=dtype))
     out = r.astype(np.float64)
-    bad = (out < d.lo) | (out > d.hi)
-    out[bad] = x[bad]
+    keep = (x < d.lo) | (x > d.hi) | (out < d.lo) | (out > d.hi)
+    out[keep] = x[keep]
     return out
 
 
