@@ -6,8 +6,10 @@ exactly as `solvers.bounds.symbolic.backsubstitute_upper`), vectorised over B bo
 specific savings, both sound because a child box lies inside its parent:
 
 - a child starts from its parent's pre-activation bounds (intersection);
-- only neurons unstable in some parent of the batch are back-substituted again: a neuron stable on
-  the parent is stable on the child, and its relaxation (slope 0 or 1) needs no bound values.
+- only neurons unstable in some box of the batch (after inheritance) are back-substituted again: a
+  neuron stable on the parent is stable on the child, and its relaxation (slope 0 or 1) needs no
+  bound values; neurons inactive on every box of the batch are dropped from the back-substitution
+  (their coefficients are exact zeros).
 
 The spec rows H y are back-substituted as rows (not from per-output bounds), and the resulting
 linear coefficients over the input give the split hint |lambda_i| * width_i of each clause's
@@ -27,6 +29,10 @@ from solvers.bounds.symbolic import relu_relaxation
 
 from .node_bounds import NodeBounds, clause_bounds, stacked_rows
 from .spec import Region
+
+# split hints (per-neuron input sensitivities) are computed for inputs up to this size only:
+# input splitting is for low-dimensional inputs
+SPLIT_HINT_MAX_INPUTS = 64
 
 
 @dataclass
@@ -57,28 +63,66 @@ def magnitudes_batch(blocks, lo: np.ndarray, hi: np.ndarray) -> list[np.ndarray]
     return out
 
 
-def backsubstitute_upper_batch(blocks, relax, j: int, coeff: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                               mag: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sound upper bounds (B, R) of the rows coeff (R, n_j) of z_j over each box, and the input
-    coefficients (B, R, n) of the back-substituted linear upper bound.
+class LiveLayers:
+    """The relaxed ReLU layers of a batch, restricted to neurons alive (not inactive) in some box.
 
-    `solvers.bounds.symbolic.backsubstitute_upper` per box (the relaxations `relax[t]` hold (B, n_t)
-    arrays); the float64 error bound holds for any summation order, so batching keeps it valid.
+    A neuron inactive on every box has slope and intercept 0 in every relaxation: its column of
+    the back-substituted coefficients is exactly zero, so dropping it changes no float result.
     """
+
+    def __init__(self, blocks) -> None:
+        self.blocks = blocks
+        self.keep: list[np.ndarray] = []  # alive neurons of ReLU layer t
+        self.relax: list = []  # relu_relaxation restricted to them, (B, |keep_t|) arrays
+        self.weight: list[np.ndarray] = []  # W_t restricted to alive outputs (rows) and alive inputs
+        self.bias: list[np.ndarray] = []
+
+    def add(self, l: np.ndarray, u: np.ndarray) -> None:
+        """Relax ReLU layer t = len(self.keep) from its final bounds (B, n_t)."""
+        t = len(self.keep)
+        keep = np.flatnonzero(np.any(u > 0, axis=0))
+        r = relu_relaxation(l[:, keep], u[:, keep])
+        W = self.blocks[t].weight[keep]
+        self.keep.append(keep)
+        self.relax.append(r)
+        self.weight.append(W if t == 0 else W[:, self.keep[t - 1]])
+        self.bias.append(self.blocks[t].bias[keep])
+
+    def inputs_of(self, j: int) -> np.ndarray | slice:
+        """Columns of W_j that can be nonzero after the ReLUs (all inputs for j = 0)."""
+        return self.keep[j - 1] if j > 0 else slice(None)
+
+
+def backsubstitute_upper_batch(live: LiveLayers, j: int, coeff: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                               mag: np.ndarray, gaps: dict[int, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Sound upper bounds (B, R) of the rows coeff (R, n_j) of z_j over each box, and the input
+    coefficients (B, R, n) of the back-substituted linear upper bound. With `gaps`, also records
+    per ReLU layer t the intercept each alive neuron adds to the bound (B, R, |alive_t|): the
+    relaxation looseness that splitting can remove (a split hint only).
+
+    `solvers.bounds.symbolic.backsubstitute_upper` per box (the relaxations hold (B, n_t) arrays,
+    dead neurons dropped); its float64 error bound holds for any summation order and the dropped
+    terms are exact zeros, so the widening below keeps it valid.
+    """
+    blocks = live.blocks
     B = lo.shape[0]
-    lam = np.broadcast_to(coeff @ blocks[j].weight, (B, coeff.shape[0], blocks[j].in_dim))
+    W_j = blocks[j].weight[:, live.inputs_of(j)]
+    lam = np.broadcast_to(coeff @ W_j, (B, coeff.shape[0], W_j.shape[1]))
     const = np.broadcast_to(coeff @ blocks[j].bias, (B, coeff.shape[0]))
     length = blocks[j].in_dim + 1
     for t in range(j - 1, -1, -1):
-        r = relax[t]
+        r = live.relax[t]
         # lam_pos * up + lam_neg * lo, as in the per-box code, with one mask (same values)
         pos = lam > 0
-        const = const + np.einsum("brn,bn->br", np.where(pos, lam, 0.0), r.up_icpt)
+        lam_pos = np.where(pos, lam, 0.0)
+        if gaps is not None:
+            gaps[t] = lam_pos * r.up_icpt[:, None, :]
+        const = const + np.einsum("brn,bn->br", lam_pos, r.up_icpt)
         if np.any(r.lo_icpt):
             const = const + np.einsum("brn,bn->br", np.where(pos, 0.0, lam), r.lo_icpt)
         lam = lam * np.where(pos, r.up_slope[:, None, :], r.lo_slope[:, None, :])
-        const = const + lam @ blocks[t].bias
-        lam = lam @ blocks[t].weight
+        const = const + lam @ live.bias[t]
+        lam = lam @ live.weight[t]
         length += blocks[t].in_dim + 2
     upper = const + np.einsum("brn,bn->br", np.maximum(lam, 0.0), hi) + np.einsum("brn,bn->br", np.minimum(lam, 0.0), lo)
     _, upper = widen(upper, upper, mag @ np.abs(coeff).T, length + coeff.shape[1], factor=4.0 * 2.0**j)
@@ -94,15 +138,19 @@ class BatchedSymbolicBounds:
     def __init__(self, net: Network) -> None:
         self.blocks = relu_blocks(net)
 
-    def pre_bounds(self, lo: np.ndarray, hi: np.ndarray, parents: list[PreBounds | None]) -> tuple[list, list, list, list]:
-        """(pre_lo, pre_hi, relaxations, magnitudes) per ReLU layer, each (B, n_j)."""
+    def pre_bounds(self, lo: np.ndarray, hi: np.ndarray, parents: list[PreBounds | None],
+                   sens: list | None = None) -> tuple[list, list, LiveLayers, list]:
+        """(pre_lo, pre_hi, relaxed layers, magnitudes): bounds per ReLU layer, each (B, n_j).
+
+        With `sens`, appends per layer the sensitivity of each neuron to each input, |a_up| + |a_lo|
+        of its linear bounds (B, n_j, n), for the split hint."""
         blocks = self.blocks
         K = len(blocks) - 1
         mags = magnitudes_batch(blocks, lo, hi)
         have_parent = all(p is not None for p in parents)
         pre_lo: list[np.ndarray] = []
         pre_hi: list[np.ndarray] = []
-        relax = []
+        live = LiveLayers(blocks)
         prev_lo, prev_hi = lo, hi
         for j in range(K):
             l, u = interval_batch(blocks[j].weight, blocks[j].bias, prev_lo, prev_hi)
@@ -117,22 +165,32 @@ class BatchedSymbolicBounds:
                     C = np.zeros((2 * idx.size, n))
                     C[np.arange(idx.size), idx] = 1.0
                     C[idx.size + np.arange(idx.size), idx] = -1.0
-                    up, _ = backsubstitute_upper_batch(blocks, relax, j, C, lo, hi, mags[j])
+                    up, lam = backsubstitute_upper_batch(live, j, C, lo, hi, mags[j])
                     u[:, idx] = np.minimum(u[:, idx], up[:, : idx.size])
                     l[:, idx] = np.maximum(l[:, idx], -up[:, idx.size:])
+                    if sens is not None:
+                        s_j = np.zeros((len(lo), blocks[j].out_dim, lo.shape[1]))
+                        s_j[:, idx] = np.abs(lam[:, : idx.size]) + np.abs(lam[:, idx.size:])
+                        sens.append(s_j)
+                elif sens is not None:
+                    sens.append(np.zeros((len(lo), blocks[j].out_dim, lo.shape[1])))
+            elif sens is not None:
+                sens.append(np.broadcast_to(np.abs(blocks[0].weight), (len(lo),) + blocks[0].weight.shape))
             if np.any(l > u):  # two sound bounds cannot cross
                 raise RuntimeError(f"internal error: crossing bounds in layer {j}; please report this model")
             pre_lo.append(l)
             pre_hi.append(u)
-            relax.append(relu_relaxation(l, u))
+            live.add(l, u)
             prev_lo, prev_hi = np.maximum(l, 0.0), np.maximum(u, 0.0)
-        return pre_lo, pre_hi, relax, mags
+        return pre_lo, pre_hi, live, mags
 
     def __call__(self, region: Region, lo: np.ndarray, hi: np.ndarray, states: list | None = None) -> NodeBounds:
         states = states if states is not None else [None] * len(lo)
         blocks = self.blocks
         K = len(blocks) - 1
-        pre_lo, pre_hi, relax, mags = self.pre_bounds(lo, hi, states)
+        hint = lo.shape[1] <= SPLIT_HINT_MAX_INPUTS
+        sens: list | None = [] if hint else None
+        pre_lo, pre_hi, live, mags = self.pre_bounds(lo, hi, states, sens)
         rows, owner = stacked_rows(region)
         # rows: G x exactly over the box; H y by back-substitution and by the output interval
         gx_lo = interval_batch(rows.G, np.zeros(rows.count), lo, hi)[0]
@@ -140,23 +198,39 @@ class BatchedSymbolicBounds:
         prev_hi = np.maximum(pre_hi[-1], 0.0) if K else hi
         out_lo, out_hi = interval_batch(blocks[K].weight, blocks[K].bias, prev_lo, prev_hi)
         hy_lo = interval_batch(rows.H, np.zeros(rows.count), out_lo, out_hi)[0]
-        up, lam = backsubstitute_upper_batch(blocks, relax, K, -rows.H, lo, hi, mags[K])
+        gaps: dict[int, np.ndarray] | None = {} if hint else None
+        up, lam = backsubstitute_upper_batch(live, K, -rows.H, lo, hi, mags[K], gaps)
         hy_lo = np.maximum(hy_lo, -up)
         lower = np.nextafter(gx_lo + hy_lo, -np.inf)  # sum of two sound lower bounds, rounded down
         upper, infeasible = clause_bounds(rows, owner, len(region.clauses), lower)
-        # split hint: |coefficient| * width of each open clause's deciding row (lam bounds -H y)
-        width = hi - lo
-        contrib = (np.abs(lam) + np.abs(rows.G)[None]) * width[:, None, :]  # (B, R, n)
-        slack = rows.d - lower
-        scores = np.zeros_like(lo)
-        for c in range(len(region.clauses)):
-            sel = np.flatnonzero(owner == c)
-            if sel.size == 0:
-                continue
-            pick = sel[np.argmin(slack[:, sel], axis=1)]
-            scores += np.where(infeasible[:, [c]], 0.0, contrib[np.arange(len(lo)), pick])
+        scores = self._split_scores(region, rows, owner, lower, lam, gaps, sens, live, lo, hi) if hint else None
         new_states = [PreBounds([l[b] for l in pre_lo], [h[b] for h in pre_hi]) for b in range(len(lo))]
         return NodeBounds(upper, infeasible, scores, new_states)
 
+    @staticmethod
+    def _split_scores(region, rows, owner, lower, lam, gaps, sens, live, lo, hi) -> np.ndarray:
+        """Per clause and input, what bisecting the input should gain on the clause's deciding
+        row: the linear part |lambda_i| width_i, plus each unstable neuron's relaxation intercept
+        shared among the inputs by the neuron's sensitivity |a_i| width_i (B, clauses, n)."""
+        B, n = lo.shape
+        width = hi - lo
+        slack = rows.d - lower
+        scores = np.zeros((B, len(region.clauses), n))
+        ar = np.arange(B)
+        for c in range(len(region.clauses)):
+            sel = np.flatnonzero(owner == c)
+            if not sel.size:
+                continue
+            pick = sel[np.argmin(slack[:, sel], axis=1)]
+            score = (np.abs(lam[ar, pick]) + np.abs(rows.G[pick])) * width
+            for t, g in gaps.items():
+                share = sens[t][:, live.keep[t]] * width[:, None, :]
+                total = share.sum(axis=2, keepdims=True)
+                share = np.divide(share, total, out=np.zeros_like(share), where=total > 0)
+                score += np.einsum("bk,bkn->bn", g[ar, pick], share)
+            scores[:, c] = score
+        return scores
 
-__all__ = ["BatchedSymbolicBounds", "PreBounds", "backsubstitute_upper_batch", "interval_batch", "magnitudes_batch"]
+
+__all__ = ["BatchedSymbolicBounds", "LiveLayers", "PreBounds", "backsubstitute_upper_batch", "interval_batch",
+           "magnitudes_batch"]

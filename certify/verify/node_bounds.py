@@ -34,7 +34,8 @@ class NodeBounds:
 
     `margin_upper[b, c]`: sound upper bound on clause c's margin over node b (+inf if unknown);
     `infeasible[b, c]`: clause c has no point in node b (proven);
-    `split_scores[b, i]`: optional preference for bisecting input i of node b (larger first);
+    `split_scores[b, c, i]`: optional preference for bisecting input i of node b to help close
+    clause c (larger first; the search adds them up over the clauses still open);
     `states[b]`: optional bounder data handed to node b's children (e.g. its pre-activation bounds,
     valid on every sub-box).
     """

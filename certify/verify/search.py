@@ -7,9 +7,10 @@ width_i * |d row / d x_i| at the node's center. A node is *closed* when every cl
 is proven infeasible on it; the answer is `unsat` only when every node of every region is closed.
 
 Nodes are expanded depth-first in batches (the frontier stays small, so a node can carry its
-bounder state, e.g. its pre-activation bounds); the child with the larger margin bound goes first.
-The center of every new node is evaluated, and every few batches PGD runs inside the worst open
-node: any point with a non-negative margin is replayed before `sat` is claimed.
+bounder state, e.g. its pre-activation bounds); the child whose center is closer to unsafe goes first.
+The center of every new node is evaluated, and every few batches PGD runs inside the open node
+whose center is closest to unsafe: any point with a non-negative margin is replayed before `sat`
+is claimed.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from .counterexample import Counterexample
 from .node_bounds import NodeBounder, NodeBounds
 
 SAT, UNSAT, TIMEOUT, EXHAUSTED = "sat", "unsat", "timeout", "exhausted"
+# inputs narrower than this fraction of the widest one (relative widths) are not split further
+MIN_RELATIVE_WIDTH = 1e-2
 
 
 @dataclass
@@ -51,6 +54,7 @@ class _Node:
     split: int  # input to bisect next
     depth: int
     state: Any = None
+    center_margin: float = -np.inf  # unsafe margin at the node's center (steers PGD)
 
     @property
     def key(self) -> float:
@@ -62,7 +66,7 @@ class InputSplitSearch:
     """Depth-first bisection of the regions' input boxes with sound node bounds."""
 
     def __init__(self, falsifier: Falsifier, bounder: NodeBounder, *, batch_size: int = 32,
-                 max_split_dims: int = 16, pgd_every: int = 50) -> None:
+                 max_split_dims: int = 16, pgd_every: int = 10) -> None:
         self.f = falsifier
         self.bounder = bounder
         self.batch_size = batch_size
@@ -78,6 +82,7 @@ class InputSplitSearch:
     def _expand(self, r: int, lo: np.ndarray, hi: np.ndarray, parents: list[_Node | None]) -> Counterexample | None:
         region = self.f.regions[r]
         k = len(region.clauses)
+        region_width = np.where(region.hi > region.lo, region.hi - region.lo, 1.0)
         b: NodeBounds = self.bounder(region, lo, hi, [None if p is None else p.state for p in parents])
         self.nodes += len(lo)
         centers = 0.5 * (lo + hi)
@@ -91,14 +96,18 @@ class InputSplitSearch:
         parent_open = np.stack([p.open if p is not None else np.ones(k, dtype=bool) for p in parents])
         upper = np.minimum(parent_upper, b.margin_upper)
         open_ = parent_open & ~b.infeasible
-        scores = b.split_scores if b.split_scores is not None else self._scores(r, lo, hi, centers, Y, masks, open_)
+        if b.split_scores is not None:
+            scores = np.einsum("bcn,bc->bn", b.split_scores, open_.astype(np.float64))
+        else:
+            scores = self._scores(r, lo, hi, centers, Y, masks, open_)
         kids = []
         for i in range(len(lo)):
             depth = 0 if parents[i] is None else parents[i].depth + 1
             self.max_depth = max(self.max_depth, depth)
             width = hi[i] - lo[i]
-            split = int(np.argmax(np.where(width > 0, scores[i], -np.inf))) if np.any(width > 0) else 0
-            node = _Node(r, lo[i], hi[i], upper[i], open_[i], split, depth, None if b.states is None else b.states[i])
+            split = self._choose(scores[i], width / region_width)
+            node = _Node(r, lo[i], hi[i], upper[i], open_[i], split, depth, None if b.states is None else b.states[i],
+                         float(np.max(np.where(open_[i], margins[i], -np.inf))))
             if not node.open.any():
                 self.closed_upper = max(self.closed_upper, float(np.max(node.upper)))
                 continue
@@ -109,7 +118,7 @@ class InputSplitSearch:
                 continue
             kids.append(node)
         # depth-first: the most promising child is popped first
-        kids.sort(key=lambda n: n.key)
+        kids.sort(key=lambda n: n.center_margin)
         self.stack.extend(kids)
         return None
 
@@ -126,12 +135,20 @@ class InputSplitSearch:
             pick = np.argmin(rows.slack(centers, Y), axis=1)
             gX = rows.G[pick] + self.f.batch.backward(masks, rows.H[pick])
             gsum += np.abs(gX) * open_[:, [c]]
-        scores = width * gsum
-        # no gradient information (flat region): fall back to the widest input relative to the region
-        rel = width / np.where(region.hi > region.lo, region.hi - region.lo, 1.0)
-        flat = ~(scores.max(axis=1) > 0)
-        scores[flat] = rel[flat]
-        return scores
+        return width * gsum
+
+    @staticmethod
+    def _choose(scores: np.ndarray, rel_width: np.ndarray) -> int:
+        """The input to bisect: the best score among inputs not already much narrower (relative to
+        the region) than the widest one, so that an input the bound ignores still gets split
+        eventually; the widest input when no score is positive."""
+        if rel_width.max() <= 0:
+            return 0
+        eligible = rel_width >= MIN_RELATIVE_WIDTH * rel_width.max()
+        masked = np.where(eligible, scores, -np.inf)
+        if not masked.max() > 0:
+            return int(np.argmax(rel_width))
+        return int(np.argmax(masked))
 
     # ---------------------------------------------------------------- driver
     def run(self, deadline: float) -> SearchOutcome:
@@ -146,10 +163,13 @@ class InputSplitSearch:
             if time.perf_counter() > deadline:
                 return self._outcome(TIMEOUT)
             if self.pgd_every and batches % self.pgd_every == self.pgd_every - 1:
-                worst = max(self.stack, key=lambda n: n.key)
-                cex = self._pgd_in(worst, deadline)
-                if cex is not None:
-                    return self._outcome(SAT, cex)
+                # PGD inside the open node whose center is closest to unsafe (once per node)
+                best = max(self.stack, key=lambda n: n.center_margin)
+                if np.isfinite(best.center_margin):
+                    best.center_margin = -np.inf
+                    cex = self._pgd_in(best, deadline)
+                    if cex is not None:
+                        return self._outcome(SAT, cex)
             batches += 1
             popped = [self.stack.pop() for _ in range(min(self.batch_size, len(self.stack)))]
             by_region: dict[int, list[tuple[np.ndarray, np.ndarray, _Node]]] = {}
@@ -170,6 +190,7 @@ class InputSplitSearch:
     def _pgd_in(self, node: _Node, deadline: float) -> Counterexample | None:
         """A short PGD run inside a node (its open clauses)."""
         starts = self.f.rng.uniform(node.lo, node.hi, size=(8, node.lo.size))
+        starts[0] = 0.5 * (node.lo + node.hi)
         for c in np.flatnonzero(node.open):
             cex = self.f.pgd(node.region, int(c), starts, 20, deadline, lo=node.lo, hi=node.hi)
             if cex is not None:
