@@ -130,6 +130,47 @@ class Falsifier:
                     return cex
         return None
 
+    def lp_polish(self, r: int, clause: int, x0: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                  walks: int = 4) -> Counterexample | None:
+        """Maximise the clause margin over the activation region of x0 within [lo, hi]: the net is
+        affine there, so this is one LP (scipy's HiGHS). The optimum is re-linearised a few times
+        (it sits on a region boundary, the next region may be better) and every optimum is
+        replayed like any candidate: the LP only proposes points."""
+        from scipy.optimize import linprog
+
+        rows = self.regions[r].clauses[clause].rows
+        if rows.count == 0:
+            return None
+        n = x0.size
+        x, best_t = np.clip(x0, lo, hi), -np.inf
+        for _ in range(walks):
+            M, c = np.eye(n), np.zeros(n)
+            region_rows, region_rhs = [], []
+            for blk in self.batch.blocks[:-1]:
+                Mz, cz = blk.weight @ M, blk.weight @ c + blk.bias
+                act = Mz @ x + cz > 0
+                sign = np.where(act, -1.0, 1.0)  # active: -z <= 0, inactive: z <= 0
+                region_rows.append(sign[:, None] * Mz)
+                region_rhs.append(-sign * cz)
+                M, c = act[:, None] * Mz, np.where(act, cz, 0.0)
+            last = self.batch.blocks[-1]
+            A_out, c_out = last.weight @ M, last.weight @ c + last.bias
+            k = rows.count
+            # max t  s.t.  (G + H A) x + t <= d - H c,  region rows,  lo <= x <= hi
+            A_ub = np.vstack([np.hstack([rows.G + rows.H @ A_out, np.ones((k, 1))]),
+                              np.hstack([np.vstack(region_rows), np.zeros((sum(len(b) for b in region_rhs), 1))])])
+            b_ub = np.concatenate([rows.d - rows.H @ c_out] + region_rhs)
+            res = linprog(np.r_[np.zeros(n), -1.0], A_ub=A_ub, b_ub=b_ub, bounds=list(zip(lo, hi)) + [(None, None)],
+                          method="highs")
+            if res.status != 0 or -res.fun <= best_t:
+                return None
+            best_t = -res.fun
+            x = np.clip(res.x[:n], lo, hi)
+            cex = self.consider(r, x[None], self.margins(r, x[None]))
+            if cex is not None:
+                return cex
+        return None
+
     def run(self, deadline: float, *, samples: int = 256, restarts: int = 16, steps: int = 60,
             rounds: int | None = None) -> AttackOutcome:
         """Sample every region, then PGD rounds (most promising clauses first) until `deadline`

@@ -37,10 +37,11 @@ SPLIT_HINT_MAX_INPUTS = 64
 
 @dataclass
 class PreBounds:
-    """Per-node state handed to the children: pre-activation bounds of every ReLU layer."""
+    """Per-node state handed to the children: pre-activation bounds of every ReLU layer,
+    concatenated (layer after layer)."""
 
-    lo: list[np.ndarray]
-    hi: list[np.ndarray]
+    lo: np.ndarray
+    hi: np.ndarray
 
 
 def interval_batch(W: np.ndarray, b: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -148,6 +149,10 @@ class BatchedSymbolicBounds:
         K = len(blocks) - 1
         mags = magnitudes_batch(blocks, lo, hi)
         have_parent = all(p is not None for p in parents)
+        if have_parent:
+            parent_lo = np.stack([p.lo for p in parents])
+            parent_hi = np.stack([p.hi for p in parents])
+        offset = 0
         pre_lo: list[np.ndarray] = []
         pre_hi: list[np.ndarray] = []
         live = LiveLayers(blocks)
@@ -155,8 +160,10 @@ class BatchedSymbolicBounds:
         for j in range(K):
             l, u = interval_batch(blocks[j].weight, blocks[j].bias, prev_lo, prev_hi)
             if have_parent:
-                l = np.maximum(l, np.stack([p.lo[j] for p in parents]))
-                u = np.minimum(u, np.stack([p.hi[j] for p in parents]))
+                width = blocks[j].out_dim
+                l = np.maximum(l, parent_lo[:, offset: offset + width])
+                u = np.minimum(u, parent_hi[:, offset: offset + width])
+                offset += width
             if j > 0:
                 # neurons unstable in some box (after inheritance) are the only ones worth re-bounding
                 idx = np.flatnonzero(np.any((l < 0) & (u > 0), axis=0))
@@ -204,7 +211,9 @@ class BatchedSymbolicBounds:
         lower = np.nextafter(gx_lo + hy_lo, -np.inf)  # sum of two sound lower bounds, rounded down
         upper, infeasible = clause_bounds(rows, owner, len(region.clauses), lower)
         scores = self._split_scores(region, rows, owner, lower, lam, gaps, sens, live, lo, hi) if hint else None
-        new_states = [PreBounds([l[b] for l in pre_lo], [h[b] for h in pre_hi]) for b in range(len(lo))]
+        all_lo = np.concatenate(pre_lo, axis=1) if pre_lo else np.zeros((len(lo), 0))
+        all_hi = np.concatenate(pre_hi, axis=1) if pre_hi else np.zeros((len(lo), 0))
+        new_states = [PreBounds(all_lo[b], all_hi[b]) for b in range(len(lo))]
         return NodeBounds(upper, infeasible, scores, new_states)
 
     @staticmethod

@@ -6,8 +6,9 @@ Each region's box is bisected along one input at a time and every node is bounde
 width_i * |d row / d x_i| at the node's center. A node is *closed* when every clause of its region
 is proven infeasible on it; the answer is `unsat` only when every node of every region is closed.
 
-Nodes are expanded depth-first in batches (the frontier stays small, so a node can carry its
-bounder state, e.g. its pre-activation bounds); the child whose center is closer to unsafe goes first.
+Nodes are expanded in batches, mostly depth-first (the frontier stays small, so a node can carry
+its bounder state, e.g. its pre-activation bounds; the child whose center is closer to unsafe goes
+first), a quarter of each batch best-first by the unsafe margin at the node's center.
 The center of every new node is evaluated, and every few batches PGD runs inside the open node
 whose center is closest to unsafe: any point with a non-negative margin is replayed before `sat`
 is claimed.
@@ -15,6 +16,8 @@ is claimed.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +31,8 @@ from .node_bounds import NodeBounder, NodeBounds
 SAT, UNSAT, TIMEOUT, EXHAUSTED = "sat", "unsat", "timeout", "exhausted"
 # inputs narrower than this fraction of the widest one (relative widths) are not split further
 MIN_RELATIVE_WIDTH = 1e-2
+# above this many open nodes the search is purely depth-first (bounded memory)
+BEST_FIRST_MAX_FRONTIER = 20_000
 
 
 @dataclass
@@ -55,6 +60,7 @@ class _Node:
     depth: int
     state: Any = None
     center_margin: float = -np.inf  # unsafe margin at the node's center (steers PGD)
+    taken: bool = False  # already expanded (the node may still sit in the other frontier queue)
 
     @property
     def key(self) -> float:
@@ -77,6 +83,9 @@ class InputSplitSearch:
         self.closed_upper = -np.inf
         self.stuck: list[_Node] = []
         self.stack: list[_Node] = []
+        # the same open nodes by center margin (lazy deletion), for the best-first share of a batch
+        self.promising: list[tuple[float, int, _Node]] = []
+        self.pushed = itertools.count()
 
     # ---------------------------------------------------------------- one batch of children
     def _expand(self, r: int, lo: np.ndarray, hi: np.ndarray, parents: list[_Node | None]) -> Counterexample | None:
@@ -100,26 +109,28 @@ class InputSplitSearch:
             scores = np.einsum("bcn,bc->bn", b.split_scores, open_.astype(np.float64))
         else:
             scores = self._scores(r, lo, hi, centers, Y, masks, open_)
+        B = len(lo)
+        splits = self._choose(scores, (hi - lo) / region_width)
+        depths = np.array([0 if p is None else p.depth + 1 for p in parents])
+        self.max_depth = max(self.max_depth, int(depths.max()))
+        center_margin = np.max(np.where(open_, margins, -np.inf), axis=1)
+        is_open = open_.any(axis=1)
+        if not is_open.all():
+            self.closed_upper = max(self.closed_upper, float(upper[~is_open].max()))
+        ar = np.arange(B)
+        mid = 0.5 * (lo[ar, splits] + hi[ar, splits])
+        splittable = ((hi - lo > 0).sum(axis=1) <= self.max_split_dims) & (lo[ar, splits] < mid) & (mid < hi[ar, splits])
         kids = []
-        for i in range(len(lo)):
-            depth = 0 if parents[i] is None else parents[i].depth + 1
-            self.max_depth = max(self.max_depth, depth)
-            width = hi[i] - lo[i]
-            split = self._choose(scores[i], width / region_width)
-            node = _Node(r, lo[i], hi[i], upper[i], open_[i], split, depth, None if b.states is None else b.states[i],
-                         float(np.max(np.where(open_[i], margins[i], -np.inf))))
-            if not node.open.any():
-                self.closed_upper = max(self.closed_upper, float(np.max(node.upper)))
-                continue
-            mid = 0.5 * (lo[i, split] + hi[i, split])
-            if int(np.sum(width > 0)) > self.max_split_dims or not lo[i, split] < mid < hi[i, split]:
-                node.state = None
-                self.stuck.append(node)
-                continue
-            kids.append(node)
+        for i in np.flatnonzero(is_open):
+            node = _Node(r, lo[i], hi[i], upper[i], open_[i], int(splits[i]), int(depths[i]),
+                         None if b.states is None or not splittable[i] else b.states[i], float(center_margin[i]))
+            (kids if splittable[i] else self.stuck).append(node)
         # depth-first: the most promising child is popped first
         kids.sort(key=lambda n: n.center_margin)
         self.stack.extend(kids)
+        if len(self.stack) < BEST_FIRST_MAX_FRONTIER:
+            for n in kids:
+                heapq.heappush(self.promising, (-n.center_margin, next(self.pushed), n))
         return None
 
     def _scores(self, r: int, lo: np.ndarray, hi: np.ndarray, centers: np.ndarray, Y: np.ndarray,
@@ -138,17 +149,17 @@ class InputSplitSearch:
         return width * gsum
 
     @staticmethod
-    def _choose(scores: np.ndarray, rel_width: np.ndarray) -> int:
-        """The input to bisect: the best score among inputs not already much narrower (relative to
-        the region) than the widest one, so that an input the bound ignores still gets split
-        eventually; the widest input when no score is positive."""
-        if rel_width.max() <= 0:
-            return 0
-        eligible = rel_width >= MIN_RELATIVE_WIDTH * rel_width.max()
+    def _choose(scores: np.ndarray, rel_width: np.ndarray) -> np.ndarray:
+        """The input to bisect per node (B,): the best score among inputs not already much
+        narrower (relative to the region) than the widest one, so that an input the bound ignores
+        still gets split eventually; the widest input when no eligible score is positive."""
+        widest = rel_width.max(axis=1, keepdims=True)
+        eligible = (rel_width >= MIN_RELATIVE_WIDTH * widest) & (rel_width > 0)
         masked = np.where(eligible, scores, -np.inf)
-        if not masked.max() > 0:
-            return int(np.argmax(rel_width))
-        return int(np.argmax(masked))
+        best = np.argmax(masked, axis=1)
+        fallback = ~(masked.max(axis=1) > 0)
+        best[fallback] = np.argmax(rel_width[fallback], axis=1)
+        return best
 
     # ---------------------------------------------------------------- driver
     def run(self, deadline: float) -> SearchOutcome:
@@ -164,14 +175,14 @@ class InputSplitSearch:
                 return self._outcome(TIMEOUT)
             if self.pgd_every and batches % self.pgd_every == self.pgd_every - 1:
                 # PGD inside the open node whose center is closest to unsafe (once per node)
-                best = max(self.stack, key=lambda n: n.center_margin)
-                if np.isfinite(best.center_margin):
+                best = max((n for n in self.stack if not n.taken), key=lambda n: n.center_margin, default=None)
+                if best is not None and np.isfinite(best.center_margin):
                     best.center_margin = -np.inf
                     cex = self._pgd_in(best, deadline)
                     if cex is not None:
                         return self._outcome(SAT, cex)
             batches += 1
-            popped = [self.stack.pop() for _ in range(min(self.batch_size, len(self.stack)))]
+            popped = self._take_batch()
             by_region: dict[int, list[tuple[np.ndarray, np.ndarray, _Node]]] = {}
             for node in popped:
                 s = node.split
@@ -187,12 +198,35 @@ class InputSplitSearch:
                     return self._outcome(SAT, cex)
         return self._outcome(EXHAUSTED if self.stuck else UNSAT)
 
+    def _take_batch(self) -> list[_Node]:
+        """Up to `batch_size` open nodes: a quarter best-first by center margin (finds
+        counterexamples), the rest depth-first from the stack (keeps the frontier small)."""
+        out: list[_Node] = []
+        want_best = self.batch_size // 4
+        while self.promising and len(out) < want_best:
+            node = heapq.heappop(self.promising)[2]
+            if not node.taken:
+                node.taken = True
+                out.append(node)
+        while self.stack and len(out) < self.batch_size:
+            node = self.stack.pop()
+            if not node.taken:
+                node.taken = True
+                out.append(node)
+        if not self.stack:
+            self.promising.clear()
+        return out
+
     def _pgd_in(self, node: _Node, deadline: float) -> Counterexample | None:
-        """A short PGD run inside a node (its open clauses)."""
+        """A short PGD run inside a node (its open clauses), then an LP over the activation region
+        of the node's center (exact where the net is affine)."""
         starts = self.f.rng.uniform(node.lo, node.hi, size=(8, node.lo.size))
-        starts[0] = 0.5 * (node.lo + node.hi)
+        center = 0.5 * (node.lo + node.hi)
+        starts[0] = center
         for c in np.flatnonzero(node.open):
             cex = self.f.pgd(node.region, int(c), starts, 20, deadline, lo=node.lo, hi=node.hi)
+            if cex is None:
+                cex = self.f.lp_polish(node.region, int(c), center, node.lo, node.hi)
             if cex is not None:
                 return cex
         return None
@@ -200,14 +234,15 @@ class InputSplitSearch:
     def _outcome(self, status: str, cex: Counterexample | None = None) -> SearchOutcome:
         # every leaf is closed, on the stack or stuck (nodes being split only when sat, where no
         # upper bound is reported): the largest of their bounds bounds the spec's margin
-        uppers = [self.closed_upper] + [n.key for n in self.stack] + [n.key for n in self.stuck]
+        frontier = [n for n in self.stack if not n.taken]
+        uppers = [self.closed_upper] + [n.key for n in frontier] + [n.key for n in self.stuck]
         top = max(uppers)
         upper = float(top) if status != SAT and np.isfinite(top) else None
         notes = []
         if self.stuck:
             notes.append(f"{len(self.stuck)} node(s) could not be closed and cannot be split further "
                          "(too small, or too many input dimensions for input splitting)")
-        return SearchOutcome(status, cex, self.nodes, upper, len(self.stack) + len(self.stuck), self.max_depth, notes)
+        return SearchOutcome(status, cex, self.nodes, upper, len(frontier) + len(self.stuck), self.max_depth, notes)
 
 
 __all__ = ["EXHAUSTED", "InputSplitSearch", "SAT", "SearchOutcome", "TIMEOUT", "UNSAT"]

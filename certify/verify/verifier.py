@@ -20,6 +20,7 @@ import numpy as np
 from models.box import Box
 from models.errors import BadInput
 from models.ir import Network
+from solvers.blas import single_threaded_blas
 
 from .attack import Falsifier
 from .batch_bounds import BatchedSymbolicBounds
@@ -84,6 +85,11 @@ def verify(
     - `attack_seconds`: budget of the initial attack (default 5% of the timeout, 0.2..3 s);
     - `max_split_dims`: inputs with more free dimensions are bounded at the root only.
     """
+    with single_threaded_blas():  # small matrix products: OpenBLAS threads only wait for each other
+        return _verify(model, spec, timeout, reference, seed, bounder, attack_seconds, max_split_dims, batch_size)
+
+
+def _verify(model, spec, timeout, reference, seed, bounder, attack_seconds, max_split_dims, batch_size) -> VerificationResult:
     t0 = time.perf_counter()
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0:
         raise BadInput(f"timeout must be a positive number of seconds, got {timeout!r}")
