@@ -5,8 +5,8 @@
 Instances and ground truth are in benchmarks/data/acasxu/ (the networks and properties themselves
 are the ones bundled in models/zoo/data/acasxu). Every instance runs `certify.verify` with the
 instance's timeout (116 s, the competition's) unless --timeout overrides it. Writes
-benchmarks/results/acasxu.csv (one row per instance; resumed unless --fresh),
-acasxu_cactus.png (solved instances vs time) and acasxu_summary.md, and prints solved / wrong /
+benchmarks/results/acasxu_<timeout>s.csv (one row per instance; resumed unless --fresh), the
+matching _cactus.png (solved instances vs time) and _summary.md, and prints solved / wrong /
 median / total time. A wrong answer (sat or unsat contradicting the ground truth) makes the exit
 code 1.
 """
@@ -116,9 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--timeout", type=float, help="seconds per instance (default: the instance list's, 116)")
     p.add_argument("--filter", help="only instances whose 'onnx,vnnlib' names contain this text")
-    p.add_argument("--out", type=Path, default=RESULTS / "acasxu.csv")
+    p.add_argument("--out", type=Path, help="results CSV (default benchmarks/results/acasxu_<timeout>s.csv)")
     p.add_argument("--fresh", action="store_true", help="ignore (overwrite) an existing results file")
     args = p.parse_args(argv)
+    if args.out is None:
+        args.out = RESULTS / f"acasxu_{args.timeout or 116:g}s.csv"
     rows = run(args.timeout, args.filter, args.out, args.fresh)
     s = summarise(rows)
     cactus(rows, args.out.with_name(args.out.stem + "_cactus.png"))

@@ -57,8 +57,8 @@ def _verify(args: argparse.Namespace) -> int:
         raise BadInput("--out and --benchmark only apply to --instances")
     from ..verify import load_vnnlib, verify
 
+    spec = load_vnnlib(args.property)  # the cheap check first
     net = load_model(args.model)
-    spec = load_vnnlib(args.property)
     result = verify(net, spec, timeout=60.0 if timeout is None else timeout, reference=args.model, seed=args.seed)
     if args.json:
         print(json.dumps(jsonable(result.to_dict())))

@@ -113,7 +113,11 @@ def run_instance(inst: Instance, benchmark: str, *, timeout: float | None = None
         return InstanceResult(benchmark, inst, time.perf_counter() - t0, "error", 0.0, " ".join(str(exc).split())), None
     prepare = time.perf_counter() - t0
     t1 = time.perf_counter()
-    res = verify(net, spec, timeout=timeout or inst.timeout, reference=ref, seed=seed, **(verify_kwargs or {}))
+    try:
+        res = verify(net, spec, timeout=timeout or inst.timeout, reference=ref, seed=seed, **(verify_kwargs or {}))
+    except Exception as exc:  # an internal error on one instance must not end the whole run
+        msg = f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        return InstanceResult(benchmark, inst, prepare, "error", time.perf_counter() - t1, msg), None
     return InstanceResult(benchmark, inst, prepare, res.result, time.perf_counter() - t1), res
 
 
