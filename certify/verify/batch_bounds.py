@@ -213,7 +213,8 @@ class BatchedSymbolicBounds:
         scores = self._split_scores(region, rows, owner, lower, lam, gaps, sens, live, lo, hi) if hint else None
         all_lo = np.concatenate(pre_lo, axis=1) if pre_lo else np.zeros((len(lo), 0))
         all_hi = np.concatenate(pre_hi, axis=1) if pre_hi else np.zeros((len(lo), 0))
-        new_states = [PreBounds(all_lo[b], all_hi[b]) for b in range(len(lo))]
+        # copies: a view would keep the whole batch's arrays alive as long as one node lives
+        new_states = [PreBounds(all_lo[b].copy(), all_hi[b].copy()) for b in range(len(lo))]
         return NodeBounds(upper, infeasible, scores, new_states)
 
     @staticmethod

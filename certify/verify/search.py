@@ -196,6 +196,8 @@ class InputSplitSearch:
                 cex = self._expand(r, lo, hi, [k[2] for k in kids])
                 if cex is not None:
                     return self._outcome(SAT, cex)
+            for node in popped:
+                node.state = None  # its children carry their own
         return self._outcome(EXHAUSTED if self.stuck else UNSAT)
 
     def _take_batch(self) -> list[_Node]:
@@ -213,8 +215,9 @@ class InputSplitSearch:
             if not node.taken:
                 node.taken = True
                 out.append(node)
-        if not self.stack:
-            self.promising.clear()
+        if len(self.promising) > 2 * len(self.stack) + 1000:  # drop the entries of expanded nodes
+            self.promising = [e for e in self.promising if not e[2].taken]
+            heapq.heapify(self.promising)
         return out
 
     def _pgd_in(self, node: _Node, deadline: float) -> Counterexample | None:
