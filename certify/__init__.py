@@ -35,6 +35,7 @@ _LAZY: dict[str, str] = {
     **{name: "certify.ldp" for name in (
         "make_mechanism", "rho", "utility", "smallest_epsilon", "compare_mechanisms", "empirical_rho",
         "linear_radius", "linear_hyperrectangle", "load_sklearn")},
+    **{name: "certify.verify" for name in ("verify", "load_vnnlib", "parse_vnnlib", "VerificationResult")},
 }
 
 

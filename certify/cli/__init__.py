@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "certify.cli.global_cmd",
     "certify.cli.lipschitz_cmd",
     "certify.cli.utility_cmd",
+    "certify.cli.verify_cmd",
 )
 
 _NEGATIVE_VALUE = re.compile(r"^-(\d|\.\d|inf|nan)", re.IGNORECASE)

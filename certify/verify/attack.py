@@ -1,0 +1,209 @@
+"""Falsification: random sampling then PGD on the unsafe constraints, seeded and time-bounded.
+
+For each clause (rows G x + H y <= d) we minimise the hinge loss  sum_r max(0, G_r x + H_r y - d_r
++ kappa_r)  over the clause's input box by signed-gradient steps projected on the box (the input
+rows are part of the loss). kappa_r asks for a little slack so that the point survives float32
+evaluation in onnxruntime. Gradients are exact numpy backprop through the fused float64 IR (no
+torch). Every point with a non-negative margin is replayed (`check_counterexample`); only a
+replayed point is returned.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from models.ir import Network
+from solvers.bounds import relu_blocks
+
+from .counterexample import Counterexample, check_counterexample
+from .runtime import OnnxReference
+from .spec import Region, Spec
+
+
+class BatchNet:
+    """Fused affine/ReLU blocks evaluated on batches with exact backprop (float64)."""
+
+    def __init__(self, net: Network) -> None:
+        self.blocks = relu_blocks(net)
+
+    def forward(self, X: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        masks = []
+        h = X
+        for blk in self.blocks[:-1]:
+            z = h @ blk.weight.T + blk.bias
+            m = z > 0
+            masks.append(m)
+            h = np.where(m, z, 0.0)
+        last = self.blocks[-1]
+        return h @ last.weight.T + last.bias, masks
+
+    def backward(self, masks: list[np.ndarray], gY: np.ndarray) -> np.ndarray:
+        """d(sum gY * y)/dx for each row of the batch."""
+        g = gY @ self.blocks[-1].weight
+        for blk, m in zip(reversed(self.blocks[:-1]), reversed(masks)):
+            g = np.where(m, g, 0.0) @ blk.weight
+        return g
+
+
+@dataclass
+class AttackOutcome:
+    counterexample: Counterexample | None
+    best_margin: float  # largest unsafe margin seen at an evaluated point of the input set (IR)
+    best_x: np.ndarray | None
+    points: int  # points evaluated
+
+
+class Falsifier:
+    """Sampling + PGD over every region of a spec, keeping the best margin seen."""
+
+    def __init__(self, net: Network, spec: Spec, reference: OnnxReference, seed: int = 0) -> None:
+        self.net, self.spec, self.reference = net, spec, reference
+        self.batch = BatchNet(net)
+        self.rng = np.random.default_rng(seed)
+        self.regions = spec.regions()
+        index = {id(d): k for k, d in enumerate(spec.disjuncts)}
+        self.clause_ids = [[index[id(c)] for c in r.clauses] for r in self.regions]
+        self.best_margin = -np.inf
+        self.best_x: np.ndarray | None = None
+        self.points = 0
+        self.replays = 0
+
+    # ---------------------------------------------------------------- evaluation
+    def margins(self, r: int, X: np.ndarray) -> np.ndarray:
+        """(B, clauses) unsafe margins of the points X (inside region r's box) in the IR."""
+        Y, _ = self.batch.forward(X)
+        self.points += len(X)
+        return np.stack([c.margin(X, Y) for c in self.regions[r].clauses], axis=1)
+
+    def consider(self, r: int, X: np.ndarray, M: np.ndarray) -> Counterexample | None:
+        """Track the best point; replay the points with a non-negative margin (best first)."""
+        best = M.max(axis=1)
+        i = int(np.argmax(best))
+        if best[i] > self.best_margin:
+            self.best_margin, self.best_x = float(best[i]), X[i].copy()
+        for i in np.argsort(-best)[:8]:
+            if best[i] < 0:
+                break
+            self.replays += 1
+            cex = check_counterexample(self.net, self.spec, X[i], self.reference, self.clause_ids[r])
+            if cex is not None:
+                return cex
+        return None
+
+    def outcome(self, cex: Counterexample | None) -> AttackOutcome:
+        if cex is not None and cex.margin > self.best_margin:
+            self.best_margin, self.best_x = cex.margin, cex.x
+        return AttackOutcome(cex, self.best_margin, self.best_x, self.points)
+
+    # ---------------------------------------------------------------- phases
+    def sample(self, r: int, n: int) -> Counterexample | None:
+        reg = self.regions[r]
+        X = self.rng.uniform(reg.lo, reg.hi, size=(n, reg.dim))
+        X[0] = 0.5 * (reg.lo + reg.hi)
+        return self.consider(r, X, self.margins(r, X))
+
+    def pgd(self, r: int, clause: int, starts: np.ndarray, steps: int, deadline: float,
+            lo: np.ndarray | None = None, hi: np.ndarray | None = None) -> Counterexample | None:
+        """PGD on one clause of region r from `starts`, within [lo, hi] (default the region's box)."""
+        reg = self.regions[r]
+        lo = reg.lo if lo is None else lo
+        hi = reg.hi if hi is None else hi
+        rows = reg.clauses[clause].rows
+        X = np.clip(starts, lo, hi)
+        if rows.count == 0:
+            return self.consider(r, X, self.margins(r, X))
+        kappa = 1e-5 * (1.0 + np.abs(rows.d))
+        width = hi - lo
+        for t in range(steps):
+            Y, masks = self.batch.forward(X)
+            viol = X @ rows.G.T + Y @ rows.H.T - rows.d + kappa  # (B, k) > 0: row not yet satisfied
+            active = (viol > 0).astype(np.float64)
+            gX = active @ rows.G + self.batch.backward(masks, active @ rows.H)
+            step = 0.1 * (1.0 - t / steps) + 0.002
+            X = np.clip(X - step * width * np.sign(gX), lo, hi)
+            if t % 10 == 9 or t == steps - 1:
+                cex = self.consider(r, X, self.margins(r, X))
+                if cex is not None or time.perf_counter() > deadline:
+                    return cex
+        return None
+
+    def lp_polish(self, r: int, clause: int, x0: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                  walks: int = 4) -> Counterexample | None:
+        """Maximise the clause margin over the activation region of x0 within [lo, hi]: the net is
+        affine there, so this is one LP (scipy's HiGHS). The optimum is re-linearised a few times
+        (it sits on a region boundary, the next region may be better) and every optimum is
+        replayed like any candidate: the LP only proposes points."""
+        from scipy.optimize import linprog
+
+        rows = self.regions[r].clauses[clause].rows
+        if rows.count == 0:
+            return None
+        n = x0.size
+        x, best_t = np.clip(x0, lo, hi), -np.inf
+        for _ in range(walks):
+            M, c = np.eye(n), np.zeros(n)
+            region_rows, region_rhs = [], []
+            for blk in self.batch.blocks[:-1]:
+                Mz, cz = blk.weight @ M, blk.weight @ c + blk.bias
+                act = Mz @ x + cz > 0
+                sign = np.where(act, -1.0, 1.0)  # active: -z <= 0, inactive: z <= 0
+                region_rows.append(sign[:, None] * Mz)
+                region_rhs.append(-sign * cz)
+                M, c = act[:, None] * Mz, np.where(act, cz, 0.0)
+            last = self.batch.blocks[-1]
+            A_out, c_out = last.weight @ M, last.weight @ c + last.bias
+            k = rows.count
+            # max t  s.t.  (G + H A) x + t <= d - H c,  region rows,  lo <= x <= hi
+            A_ub = np.vstack([np.hstack([rows.G + rows.H @ A_out, np.ones((k, 1))]),
+                              np.hstack([np.vstack(region_rows), np.zeros((sum(len(b) for b in region_rhs), 1))])])
+            b_ub = np.concatenate([rows.d - rows.H @ c_out] + region_rhs)
+            res = linprog(np.r_[np.zeros(n), -1.0], A_ub=A_ub, b_ub=b_ub, bounds=list(zip(lo, hi)) + [(None, None)],
+                          method="highs")
+            if res.status != 0 or -res.fun <= best_t:
+                return None
+            best_t = -res.fun
+            x = np.clip(res.x[:n], lo, hi)
+            cex = self.consider(r, x[None], self.margins(r, x[None]))
+            if cex is not None:
+                return cex
+        return None
+
+    def run(self, deadline: float, *, samples: int = 256, restarts: int = 16, steps: int = 60,
+            rounds: int | None = None) -> AttackOutcome:
+        """Sample every region, then PGD rounds (most promising clauses first) until `deadline`
+        or `rounds` rounds; returns the first replayed counterexample, if any."""
+        order = []
+        for r in range(len(self.regions)):
+            if time.perf_counter() > deadline:
+                return self.outcome(None)
+            cex = self.sample(r, samples)
+            if cex is not None:
+                return self.outcome(cex)
+            order.append(r)
+        done = 0
+        while time.perf_counter() < deadline and (rounds is None or done < rounds):
+            for r in order:
+                reg = self.regions[r]
+                for c in range(len(reg.clauses)):
+                    starts = self.rng.uniform(reg.lo, reg.hi, size=(restarts, reg.dim))
+                    if self.best_x is not None and done == 0 and np.all(self.best_x >= reg.lo) and np.all(self.best_x <= reg.hi):
+                        starts[0] = self.best_x
+                    cex = self.pgd(r, c, starts, steps, deadline)
+                    if cex is not None:
+                        return self.outcome(cex)
+                    if time.perf_counter() > deadline:
+                        return self.outcome(None)
+            done += 1
+        return self.outcome(None)
+
+
+def find_counterexample(net: Network, spec: Spec, reference: OnnxReference, *, seconds: float = 5.0,
+                        seed: int = 0, rounds: int | None = None) -> AttackOutcome:
+    """Random sampling plus PGD for up to `seconds`; a replayed counterexample or None."""
+    return Falsifier(net, spec, reference, seed).run(time.perf_counter() + seconds, rounds=rounds)
+
+
+__all__ = ["AttackOutcome", "BatchNet", "Falsifier", "find_counterexample"]

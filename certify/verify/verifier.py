@@ -1,0 +1,148 @@
+"""`verify(model, spec, timeout=...)`: attack, then input splitting with sound node bounds.
+
+1. Falsification (sampling + PGD, a small share of the budget) for an early `sat`.
+2. Input-splitting search, every node bounded by a `NodeBounder` (default `SymbolicRowBounds`).
+   `unsat` only when every node of every region is closed by sound bounds; a counterexample found
+   on the way (node centers, PGD in the worst node) is replayed before `sat` is claimed.
+3. Otherwise `timeout` (budget spent) or `unknown` (nodes that cannot be closed nor split, e.g.
+   too many input dimensions for input splitting). A failed search never becomes `unsat`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from models.box import Box
+from models.errors import BadInput
+from models.ir import Network
+from solvers.blas import single_threaded_blas
+
+from .attack import Falsifier
+from .batch_bounds import BatchedSymbolicBounds
+from .node_bounds import NodeBounder
+from .result import VerificationResult
+from .runtime import OnnxReference
+from .search import EXHAUSTED, SAT, TIMEOUT, UNSAT, InputSplitSearch
+from .spec import Spec
+from .vnnlib import load_vnnlib
+
+_RESULT = {SAT: "sat", UNSAT: "unsat", TIMEOUT: "timeout", EXHAUSTED: "unknown"}
+
+
+def _resolve_model(model: Network | str | os.PathLike, reference: OnnxReference | str | os.PathLike | None
+                   ) -> tuple[Network, OnnxReference, str, list[str]]:
+    notes: list[str] = []
+    if isinstance(model, Network):
+        net, name = model, model.name
+    elif isinstance(model, (str, os.PathLike)):
+        from models import load_onnx
+
+        net, name = load_onnx(model), os.fspath(model)
+        if reference is None:
+            reference = model
+    else:
+        raise BadInput(f"model must be a Network or the path of an ONNX file, got {type(model).__name__}")
+    if isinstance(reference, (str, os.PathLike)):
+        reference = OnnxReference.from_file(reference, net)
+    elif reference is None:
+        reference = OnnxReference.from_network(net)
+        notes.append("no ONNX source given: counterexamples are replayed in onnxruntime on a float64 ONNX export of the network")
+    return net, reference, name, notes
+
+
+def _witness_margin(net: Network, spec: Spec, x: np.ndarray | None) -> float | None:
+    """The unsafe margin at x recomputed with the IR's own float64 forward pass (the lower bound)."""
+    if x is None:
+        return None
+    m = spec.margin(x, net.forward(x))
+    return float(m) if np.isfinite(m) else None
+
+
+def verify(
+    model: Network | str | os.PathLike,
+    spec: Spec | str | os.PathLike,
+    timeout: float = 60.0,
+    *,
+    reference: OnnxReference | str | os.PathLike | None = None,
+    seed: int = 0,
+    bounder: NodeBounder | None = None,
+    attack_seconds: float | None = None,
+    max_split_dims: int = 16,
+    batch_size: int = 32,
+) -> VerificationResult:
+    """Decide a VNNLIB property: `sat` (counterexample), `unsat` (proof), `timeout` or `unknown`.
+
+    - `model`: a `Network` or an ONNX path (then also the onnxruntime reference for replays);
+    - `spec`: a `Spec` or a `.vnnlib` path (the asserts describe the unsafe set);
+    - `timeout`: seconds for the whole run; `seed` makes the attack reproducible;
+    - `reference`: onnxruntime model for replays (default: the ONNX path, else a float64 export);
+    - `bounder`: the node bounding function of the search (default `BatchedSymbolicBounds(net)`);
+    - `attack_seconds`: budget of the initial attack (default 5% of the timeout, 0.2..3 s);
+    - `max_split_dims`: inputs with more free dimensions are bounded at the root only.
+    """
+    with single_threaded_blas():  # small matrix products: OpenBLAS threads only wait for each other
+        return _verify(model, spec, timeout, reference, seed, bounder, attack_seconds, max_split_dims, batch_size)
+
+
+def _verify(model, spec, timeout, reference, seed, bounder, attack_seconds, max_split_dims, batch_size) -> VerificationResult:
+    t0 = time.perf_counter()
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0:
+        raise BadInput(f"timeout must be a positive number of seconds, got {timeout!r}")
+    net, reference, name, notes = _resolve_model(model, reference)
+    if not isinstance(spec, Spec):
+        spec = load_vnnlib(spec)
+    spec.check_model(net)
+    notes += list(spec.notes)
+    deadline = t0 + float(timeout)
+    common: dict[str, Any] = {"model": name, "vnnlib": spec.source, "certified": True}
+    if spec.is_empty:
+        return VerificationResult.build("unsat", lower=None, upper=-math.inf, box=None, nodes=0,
+                                        seconds=time.perf_counter() - t0, notes=notes + ["every clause of the property is empty"],
+                                        **common)
+    lo, hi = spec.hull()
+    box = Box.from_bounds(lo, hi)
+    regions = spec.regions()
+    if len(regions) > 1 or any(d.input_rows.count for d in spec.disjuncts):
+        notes.append(f"the input set is a union of {len(regions)} region(s) inside `box` (see the property)")
+
+    falsifier = Falsifier(net, spec, reference, seed)
+    budget = min(max(0.05 * timeout, 0.2), 3.0) if attack_seconds is None else float(attack_seconds)
+    t_attack = time.perf_counter()
+    attack = falsifier.run(min(deadline, t_attack + budget), rounds=3)
+    attack_time = time.perf_counter() - t_attack
+    details: dict[str, Any] = {"attack": {"seconds": attack_time, "points": attack.points}}
+    if attack.counterexample is not None:
+        details["found_by"] = "attack"
+        return VerificationResult.build("sat", cex=attack.counterexample, lower=attack.counterexample.margin, upper=None,
+                                        box=box, nodes=0, seconds=time.perf_counter() - t0, notes=notes,
+                                        details=details, **common)
+
+    bounder = bounder or BatchedSymbolicBounds(net)
+    search = InputSplitSearch(falsifier, bounder, batch_size=batch_size, max_split_dims=max_split_dims)
+    t_search = time.perf_counter()
+    out = search.run(deadline)
+    details["search"] = {"seconds": time.perf_counter() - t_search, "bounder": getattr(bounder, "name", type(bounder).__name__),
+                         "nodes": out.nodes, "open_nodes": out.open_nodes, "max_depth": out.max_depth}
+    details["attack"]["points"] = falsifier.points
+    notes += out.notes
+    result = _RESULT[out.status]
+    lower = _witness_margin(net, spec, falsifier.best_x)
+    if out.counterexample is not None:
+        details["found_by"] = "search"
+        lower = max(lower if lower is not None else -math.inf, out.counterexample.margin)
+    if lower is not None and out.upper is not None and lower > out.upper + 1e-9 * (1.0 + abs(lower)):
+        # a point of the input set whose margin exceeds a proven bound (beyond float64 noise of the
+        # fused network): never report such a result
+        raise RuntimeError(f"internal error: the margin {lower!r} at an input point exceeds the proven bound "
+                           f"{out.upper!r}; please report this model and property")
+    return VerificationResult.build(result, cex=out.counterexample, lower=lower, upper=out.upper, box=box,
+                                    nodes=out.nodes, seconds=time.perf_counter() - t0, notes=notes,
+                                    details=details, **common)
+
+
+__all__ = ["verify"]
