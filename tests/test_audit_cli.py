@@ -26,6 +26,7 @@ from models.zoo import acasxu_path, vnncomp_test_path
 from tests.conftest import assert_bad_input
 
 SMALL = str(vnncomp_test_path("test_small"))  # 1 input -> 1 output
+PROP = str(vnncomp_test_path("test_small")).replace(".onnx", ".vnnlib")
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -177,6 +178,7 @@ CASES: dict[str, tuple[list[str], dict[str, st.SearchStrategy[str]]]] = {
                 {"MECHANISM": WORD, "--epsilon": POSITIVE, "--point": VECTOR_1, "--domain": DOMAIN,
                  "--box": st.sampled_from(["0.8:0.2", "a:b", "0.2", "", "0.2:0.8,0.1:0.2", "-1:2", "nan:1"]),
                  "--delta": DELTA}),
+    "verify": ([SMALL, PROP, "--timeout", "5"], {"MODEL": MODEL, "PROPERTY": MODEL, "--timeout": POSITIVE}),
     "chain": (["--epsilon", "1", "--delta", "1e-5", "--alpha", "0.1", "--beta", "0.3"],
               {"--epsilon": POSITIVE, "--delta": DELTA, "--alpha": POSITIVE, "--beta": POSITIVE}),
 }
@@ -196,6 +198,8 @@ def bad_command_lines(draw) -> list[str]:
     argv = list(base)
     if slot in ("MODEL", "MECHANISM"):
         argv[0] = value
+    elif slot == "PROPERTY":
+        argv[1] = value
     else:  # --opt=value: the value is taken as given, even when it starts with "-"
         argv = [a for i, a in enumerate(argv) if a != slot and (i == 0 or argv[i - 1] != slot)]
         argv.append(f"{slot}={value}")

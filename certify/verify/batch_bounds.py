@@ -24,7 +24,7 @@ import numpy as np
 
 from models.ir import Network
 from solvers.bounds import relu_blocks
-from solvers.bounds.rounding import gamma, widen
+from solvers.rounding import widen
 from solvers.bounds.symbolic import relu_relaxation
 
 from .node_bounds import NodeBounds, clause_bounds, stacked_rows
