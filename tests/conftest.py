@@ -43,3 +43,12 @@ def assert_bad_input(result: CliResult, *fragments: str) -> None:
     assert "Traceback" not in result.err
     for f in fragments:
         assert f.lower() in result.err.lower(), (f, result.err)
+
+
+# property tests draw the same examples on every run (CI must not flake); `--hypothesis-seed`
+# or HYPOTHESIS_PROFILE=explore searches afresh
+from hypothesis import settings as _hyp_settings  # noqa: E402
+
+_hyp_settings.register_profile("ci", derandomize=True, deadline=None)
+_hyp_settings.register_profile("explore", deadline=None)
+_hyp_settings.load_profile(__import__("os").environ.get("HYPOTHESIS_PROFILE", "ci"))

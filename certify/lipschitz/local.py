@@ -104,21 +104,34 @@ def _box(net: Network, center, radius, domain) -> Box:
 
 def _refuse_early(net: Network, box: Box, question: NormQuestion, opts: LocalOptions) -> None:
     """An explicit back-end with a size limit is refused before any bounds when a lower bound on
-    the MILP's size exceeds it: neurons that change sign between sampled points of the box are
-    unstable under any sound bounds, and each costs two variables and three rows."""
+    the MILP's size exceeds it. A neuron is unstable under any sound bounds when it takes both
+    signs on the box: exactly decided for the first layer (its extremes are at box vertices),
+    by sampled points for the others. Each unstable neuron costs two variables and three rows,
+    and in the first layer also a Jacobian switch (one variable, four rows)."""
     miqp = question.uses_l2 and opts.l2_method == "miqp"
     name = "gurobi" if miqp else opts.backend
     if name != "gurobi":
         return
-    rng = np.random.default_rng(0)
     lo, hi = np.array(box.lo), np.array(box.hi)
+    blocks = net.affine_blocks()[0]
+    first = 0
+    if len(blocks) > 1:  # (a net without hidden layers has no ReLU to count)
+        blk = blocks[0]
+        wp, wn = np.maximum(blk.weight, 0.0), np.minimum(blk.weight, 0.0)
+        zmin, zmax = wp @ lo + wn @ hi + blk.bias, wp @ hi + wn @ lo + blk.bias
+        tol = 1e-12 * (np.abs(blk.weight) @ np.maximum(np.abs(lo), np.abs(hi)) + np.abs(blk.bias))
+        first = int(np.sum((zmin < -tol) & (zmax > tol)))
+    rng = np.random.default_rng(0)
     xs = np.vstack([rng.uniform(lo, hi, (32, lo.size)), np.where(rng.random((32, lo.size)) < 0.5, lo, hi)])
-    unstable = 0
-    for z in zip(*(net.preactivations(x) for x in xs)):
+    deeper = 0
+    for z in list(zip(*(net.preactivations(x) for x in xs)))[1:]:
         z = np.array(z)
-        unstable += int(np.sum(np.any(z > 0, axis=0) & np.any(z < 0, axis=0)))
-    directions = net.input_dim if opts.formulation == "forward" else 0  # w in the forward pass
-    refuse_early(name, net.input_dim + directions + 2 * unstable, 3 * unstable, quadratic=miqp)
+        deeper += int(np.sum(np.any(z > 0, axis=0) & np.any(z < 0, axis=0)))
+    unstable = first + deeper
+    forward = opts.formulation == "forward"
+    directions = net.input_dim if forward else 0  # w lives on the input side in the forward pass
+    switches = first if forward else 0
+    refuse_early(name, net.input_dim + directions + 2 * unstable + switches, 3 * unstable + 4 * switches, quadratic=miqp)
 
 
 # ----------------------------------------------------------------------------- planning
