@@ -116,14 +116,6 @@ def test_bad_input_exits_2(cli, tmp_path):
     assert_bad_input(cli("global", pt), "never unpickles")
 
 
-def test_mip_without_engine_is_a_clear_bad_input(cli, monkeypatch):
-    import sys
-
-    monkeypatch.setitem(sys.modules, "certify.lipschitz.local", None)  # import fails
-    r = cli("global", NET, "--method", "mip", "--domain", "-1,1", "--input-norm", "linf", "--output-norm", "l1")
-    assert_bad_input(r, "the MILP engine is not available")
-
-
 def test_mip_certifies_exactly_the_domain_box():
     """No center/radius round trip: the certificate's box is the domain, and its interval holds
     against sampled difference quotients on that box (an independent lower oracle)."""

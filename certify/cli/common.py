@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
+from ..certificate import to_jsonable
 from ..errors import BadInput
 from ..vectors import parse_vector
 
@@ -74,24 +74,8 @@ def domain_arg(spec: str | None) -> tuple[float, float] | None:
     return float(bounds[0]), float(bounds[1])
 
 
-def jsonable(obj: Any) -> Any:
-    """Convert numpy values (and non-finite floats, as strings) to plain JSON types."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return jsonable(obj.tolist())
-    if isinstance(obj, (np.bool_, bool)):
-        return bool(obj)
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (np.floating, float)):
-        f = float(obj)
-        return f if math.isfinite(f) else ("inf" if f > 0 else "-inf" if f < 0 else "nan")
-    if hasattr(obj, "to_dict"):
-        return jsonable(obj.to_dict())
-    return obj
+# one JSON conversion for the whole package (the certificate protocol's)
+jsonable = to_jsonable
 
 
 def emit(args: argparse.Namespace, result: dict, human: Callable[[dict], None]) -> int:

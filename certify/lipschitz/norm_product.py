@@ -10,7 +10,6 @@ layer and as their float64 product widened by its rounding error (`fuse_run`).
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np

@@ -20,7 +20,7 @@ from solvers.bounds import relu_blocks
 
 from .counterexample import Counterexample, check_counterexample
 from .runtime import OnnxReference
-from .spec import Region, Spec
+from .spec import Spec
 
 
 class BatchNet:

@@ -22,7 +22,6 @@ import gzip
 import math
 import os
 import re
-from dataclasses import dataclass
 from typing import Iterable
 
 import numpy as np
