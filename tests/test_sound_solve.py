@@ -118,3 +118,20 @@ def test_progress_callback_sees_a_shrinking_certified_interval():
 
 if os.name != "posix":  # pragma: no cover
     pytestmark = pytest.mark.skip("signals")
+
+
+def test_a_model_highs_rejects_gets_a_proven_bound_and_a_note():
+    """HiGHS refuses coefficients >= 1e15 at passModel: the answer is discarded with a note (not
+    "interrupted"), and the bound still comes from the proof (here: the box bound, sound)."""
+    import scipy.sparse as sp
+
+    from solvers.lp import MilpModel
+    from solvers.milp.sound import sound_solve
+    from solvers.runtime import Budget
+
+    # max x + y  s.t.  1e16 x - 1e16 y <= 0,  x, y in [0, 1], y integer: optimum 2
+    model = MilpModel(np.array([1.0, 1.0]), "max", sp.csr_matrix([[1e16, -1e16]]), np.array([-np.inf]),
+                      np.array([0.0]), np.zeros(2), np.ones(2), np.array([False, True]))
+    res = sound_solve(model, Budget(30), backend="highs")
+    assert any("highs failed" in n for n in res.notes), res.notes
+    assert res.bound >= 2.0 and res.status in ("optimal", "time_limit")

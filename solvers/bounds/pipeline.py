@@ -33,12 +33,18 @@ def network_bounds(
     *,
     lp_deadline: float | None = None,
     lp_output: bool = False,
-) -> NetworkBounds:
+    fixed: list[np.ndarray] | None = None,
+    prior: NetworkBounds | None = None,
+) -> NetworkBounds | None:
     """Sound pre-activation bounds of every ReLU layer of `net` over lo <= x <= hi.
 
     `method` is the last step of the pipeline: "interval", "symbolic" (interval then CROWN-style
     back-substitution) or "lp" (then LP tightening of the remaining unstable neurons, stopping at
     `lp_deadline`, a `time.perf_counter()` value). `lp_output` also LP-tightens the output bounds.
+
+    Branch-and-bound nodes pass `fixed` (per ReLU layer: +1 neuron assumed active, -1 inactive,
+    0 free) and `prior` (the parent's bounds, intersected layer by layer): the bounds then hold
+    on the part of the box where the fixed phases hold, and None means that part is empty.
     """
     if method not in METHODS:
         raise BadInput(f"unknown bounds method {method!r}; choose one of {', '.join(METHODS)}")
@@ -75,7 +81,16 @@ def network_bounds(
             steps["lp"].lps += lps
         if "lp" in steps:
             _count(steps["lp"], j, n_relu, l, u)
-        if np.any(l > u):  # two sound bounds cannot cross
+        if prior is not None:
+            pl, pu = (prior.pre_lo[j], prior.pre_hi[j]) if j < n_relu else (prior.out_lo, prior.out_hi)
+            l, u = np.maximum(l, pl), np.minimum(u, pu)
+        if fixed is not None and j < n_relu:
+            l = np.where(fixed[j] > 0, np.maximum(l, 0.0), l)
+            u = np.where(fixed[j] < 0, np.minimum(u, 0.0), u)
+        if np.any(l > u):
+            if fixed is not None:
+                return None  # the fixed phases contradict each other on this box
+            # two sound bounds cannot cross
             raise RuntimeError(f"internal error: crossing bounds in layer {j}; please report this model")
         pre_lo.append(l)
         pre_hi.append(u)

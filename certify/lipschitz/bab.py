@@ -1,0 +1,205 @@
+"""Local Lipschitz constants at scale: branch-and-bound over input splits and ReLU phases.
+
+Each node is a sub-box of the question's box with some ReLU phases fixed. Its bound comes from the
+Clarke Jacobian of the node: sound pre-activation bounds recomputed on the node (interval ->
+symbolic, the fixed phases imposed, the parent's bounds intersected: `solvers.bounds`) give each
+neuron a slope interval, and `clarke_norm_bound` bounds ||J||_{p->q} over every Jacobian with
+those slopes (output functionals enumerated, interval arithmetic backwards through the switches).
+Optionally, for nodes with few unstable neurons, the LP relaxation of the Lipschitz MILP rebuilt
+on the node's bounds (safe duals) tightens it. When no neuron is unstable the node's Jacobian is
+one matrix and its norm is exact. Node centres (and the exact leaves) are replayed as witnesses.
+
+The upper bound of `solvers.bab.branch_and_bound` is the largest bound over open and closed
+nodes: a proof at every moment that rests on no MILP solver. Low-dimensional inputs are split
+(the widest input weighted by its influence), others branch on the unstable neuron whose slope
+uncertainty weighs most on the bound.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from models.box import Box
+from models.ir import Network
+from solvers.bab import BabProgress, NodeBound, branch_and_bound
+from solvers.bounds import network_bounds
+from solvers.bounds.jacobian import clarke_norm_bound
+from solvers.bounds.types import NetworkBounds, relu_blocks
+from solvers.phases import ACTIVE, INACTIVE, UNSTABLE
+from solvers.runtime import Budget
+
+from .options import NormQuestion
+from .witness import WitnessSearch
+
+INPUT_SPLIT_DIM = 8      # inputs up to this many are split (ReLU phases beyond)
+RELU_SPLIT_AT = 2        # ... while more than this many neurons are unstable on the node
+LP_NODE_UNSTABLE = 24    # nodes with at most this many unstable neurons also get the LP bound
+
+
+@dataclass(frozen=True)
+class _Node:
+    lo: np.ndarray
+    hi: np.ndarray
+    fixed: tuple[np.ndarray, ...] | None
+    prior: NetworkBounds | None
+    parent_bound: float = math.inf
+    stalled: bool = False  # the input split that made this node did not lower the bound
+
+
+@dataclass
+class BabOutcome:
+    upper: float
+    lower: float
+    nodes: int
+    stop: str
+    seconds: float
+
+
+class LipschitzBab:
+    """The `BabProblem` of one local Lipschitz question (see module doc)."""
+
+    def __init__(self, net: Network, box: Box, question: NormQuestion, search: WitnessSearch,
+                 node_lp: bool = True, root_bounds: NetworkBounds | None = None) -> None:
+        self.net, self.box, self.q, self.search = net, box, question, search
+        self.root_bounds = root_bounds  # e.g. LP-tightened bounds of the whole box: every node's prior
+        self.blocks = relu_blocks(net)
+        self.weights = [b.weight for b in self.blocks]
+        self.split_inputs = int(np.sum(box.free)) <= INPUT_SPLIT_DIM
+        self.node_lp = node_lp
+        # influence of each input on each pre-activation (|W| chains): weights the input-split choice
+        self.influence = [np.abs(self.weights[0])]
+        for W in self.weights[1:-1]:
+            self.influence.append(np.abs(W) @ self.influence[-1])
+
+    # ------------------------------------------------------------------ engine hooks
+    def root(self) -> _Node:
+        return _Node(np.array(self.box.lo), np.array(self.box.hi), None, self.root_bounds)
+
+    def bound(self, node: _Node) -> NodeBound:
+        nb = network_bounds(self.net, node.lo, node.hi, "symbolic",
+                            fixed=None if node.fixed is None else list(node.fixed), prior=node.prior)
+        if nb is None:  # the fixed phases cannot hold together on this box
+            return NodeBound(-math.inf, leaf=True)
+        phases = nb.phases()
+        s_lo = [np.where(ph == ACTIVE, 1.0, 0.0) for ph in phases]
+        s_hi = [np.where(ph == INACTIVE, 0.0, 1.0) for ph in phases]
+        upper = clarke_norm_bound(self.weights, s_lo, s_hi, self.q.p, self.q.q, self.q.target)
+        unstable = int(sum(np.sum(ph == UNSTABLE) for ph in phases))
+        if unstable and self.node_lp and unstable <= LP_NODE_UNSTABLE:
+            upper = min(upper, self._lp_bound(nb))
+        lower = self._replay(node)
+        if unstable == 0 and node.fixed is not None and self._empty(node, phases):
+            return NodeBound(-math.inf, leaf=True)  # the fixed pattern has no interior in the box
+        # with every phase known the node's Jacobian is one matrix: its bound is exact
+        return NodeBound(upper, lower, leaf=unstable == 0, data=nb)
+
+    def branch(self, node: _Node, nb: NodeBound, prune_level: float):
+        bounds: NetworkBounds = nb.data
+        phases = bounds.phases()
+        unstable = int(sum(np.sum(ph == UNSTABLE) for ph in phases))
+        if self.split_inputs and unstable > RELU_SPLIT_AT and self._splittable(node) and not node.stalled:
+            k = self._input(node, bounds, phases)
+            mid = 0.5 * (node.lo[k] + node.hi[k])
+            left_hi, right_lo = node.hi.copy(), node.lo.copy()
+            left_hi[k], right_lo[k] = mid, mid
+            # children of an input split start from the parent's bounds (they are sub-boxes)
+            stalled = nb.upper >= node.parent_bound * (1 - 1e-9)  # this split did not help: phases next
+            return [(_Node(node.lo, left_hi, node.fixed, bounds, nb.upper, stalled), None),
+                    (_Node(right_lo, node.hi, node.fixed, bounds, nb.upper, stalled), None)]
+        j, i = self._neuron(bounds, phases)
+        fixed = [np.zeros(ph.size, dtype=np.int8) for ph in phases] if node.fixed is None else [f.copy() for f in node.fixed]
+        children = []
+        for sign in (1, -1):
+            f = [a.copy() for a in fixed]
+            f[j][i] = sign
+            children.append((_Node(node.lo, node.hi, tuple(f), bounds, nb.upper), None))
+        return children
+
+    # ------------------------------------------------------------------ helpers
+    def _splittable(self, node: _Node) -> bool:
+        """Input splitting continues while the node is wider than a relative 1e-3 of the box (near
+        ReLU ties the slopes of unstable neurons stay free however small the box: phases are
+        split then)."""
+        if not self.split_inputs:
+            return False
+        width = np.array(self.box.hi) - np.array(self.box.lo)
+        return bool(np.any((node.hi - node.lo) > 1e-3 * np.maximum(width, 1e-300)))
+
+    def _empty(self, node: _Node, phases) -> bool:
+        """A proof (exact rational Farkas certificate) that the node's pattern has no interior."""
+        from solvers.regions import has_no_interior
+
+        pattern = [(ph == ACTIVE).astype(np.float64) for ph in phases]
+        return has_no_interior(self.net, pattern, node.lo, node.hi)
+
+    def _input(self, node: _Node, bounds: NetworkBounds, phases) -> int:
+        """The input whose halving most shrinks the unstable neurons' ranges: width times the
+        influence on each unstable neuron, relative to that neuron's range."""
+        width = node.hi - node.lo
+        score = np.zeros(width.size)
+        for j, ph in enumerate(phases):
+            u = ph == UNSTABLE
+            if np.any(u):
+                span = (bounds.pre_hi[j] - bounds.pre_lo[j])[u]
+                score += (self.influence[j][u] * width[None, :] / span[:, None]).sum(axis=0)
+        return int(np.argmax(score)) if np.any(score > 0) else int(np.argmax(width))
+
+    def _neuron(self, bounds: NetworkBounds, phases) -> tuple[int, int]:
+        """The unstable neuron whose slope uncertainty weighs most: |pre-activation range| times
+        the |W| chain from it to the output (a BaBSR-like score)."""
+        best, where = -1.0, (0, 0)
+        down = np.ones(self.weights[-1].shape[0])
+        scores = []
+        for j in range(len(phases) - 1, -1, -1):
+            down = down @ np.abs(self.weights[j + 1])
+            span = bounds.pre_hi[j] - bounds.pre_lo[j]
+            scores.append((j, np.where(phases[j] == UNSTABLE, span * down, -1.0)))
+            down = down * (phases[j] != INACTIVE)
+        for j, sc in scores:
+            i = int(np.argmax(sc))
+            if sc[i] > best:
+                best, where = float(sc[i]), (j, i)
+        return where
+
+    def _lp_bound(self, nb: NetworkBounds) -> float:
+        from solvers.lp import SafeLp
+        from solvers.milp.lipschitz import build_lipschitz_milp
+
+        try:
+            milp = build_lipschitz_milp(self.net, nb, self.q.p, self.q.q, self.q.target)
+        except ValueError:
+            return math.inf
+        if milp.model.is_quadratic:
+            return math.inf
+        out = SafeLp(milp.model).maximize(milp.model.obj)
+        if out.infeasible:
+            return -math.inf
+        return milp.to_lipschitz(out.bound + milp.model.obj_offset + milp.model.obj_err)
+
+    def _replay(self, node: _Node) -> float:
+        """The node centre as a witness (a sound lower bound when the net is differentiable there)."""
+        from .replay import differentiable_point
+
+        pt = differentiable_point(self.net, 0.5 * (node.lo + node.hi), self.search.blocks)
+        if pt is None:
+            return -math.inf
+        val = self.search.value(pt, (self.q.p, self.q.q))
+        if val > self.search.lower or self.search.point is None:
+            self.search.lower, self.search.point = val, pt
+        return val
+
+
+def lipschitz_bab(net: Network, box: Box, question: NormQuestion, search: WitnessSearch, budget: Budget,
+                  progress=None, node_lp: bool = True, max_nodes: int | None = None,
+                  root_bounds: NetworkBounds | None = None) -> BabOutcome:
+    """Run the branch-and-bound until the interval closes (1e-6 relative), the budget ends or Ctrl-C."""
+    problem = LipschitzBab(net, box, question, search, node_lp, root_bounds)
+    res = branch_and_bound(problem, gap=1e-6, deadline=budget.deadline, lower=search.lower, max_nodes=max_nodes,
+                           progress=progress)
+    return BabOutcome(res.upper, max(res.lower, search.lower), res.nodes, res.stop, res.seconds)
+
+
+__all__ = ["BabOutcome", "LipschitzBab", "lipschitz_bab", "BabProgress"]
