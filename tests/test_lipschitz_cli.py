@@ -87,7 +87,7 @@ def test_model_too_large_for_restricted_gurobi(cli, tmp_path):
         assert r.code == 0
         return
     assert_bad_input(r, "gurobi", "size-limited", "--backend highs")
-    r = cli("lipschitz", path, *args, "--json")  # auto falls back to HiGHS and says so
+    r = cli("lipschitz", path, *args, "--method", "milp", "--json")  # auto falls back to HiGHS and says so
     assert r.code == 0, r.err
     out = r.json()
     assert out["backend"] == "highs" and any("size-limited" in n for n in out["notes"])

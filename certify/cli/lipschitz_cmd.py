@@ -46,6 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="Jacobian product encoded: forward J w (default) or backward J^T c (LipMIP)")
     p.add_argument("--l2-method", default="auto", choices=O.L2_METHODS,
                    help="l2 norms: exact Gurobi MIQP when possible (auto), only MIQP, or the norm-interpolation bound")
+    p.add_argument("--method", default="auto", choices=O.METHODS,
+                   help=f"auto (MILP up to {O.AUTO_MILP_UNSTABLE} unstable ReLUs, else bab), milp, bab (Jacobian branch-and-bound), bounds (fast bound only)")
     p.add_argument("--threads", type=int, default=O.DEFAULT_THREADS, metavar="K",
                    help=f"solver threads (default {O.DEFAULT_THREADS})")
     add_progress_flags(p)
@@ -81,6 +83,7 @@ def _lipschitz(args: argparse.Namespace) -> int:
             input_norm=args.input_norm, output_norm=args.output_norm, margin=margin, target=target, progress=live,
             backend=args.backend, time_limit=args.time_limit, mip_gap=args.mip_gap, bounds=args.bounds,
             formulation=args.formulation, l2_method=args.l2_method, pass_bounds=args.pass_bounds, threads=args.threads,
+            method=args.method,
         )
     finally:
         if live is not None:

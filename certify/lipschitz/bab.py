@@ -193,7 +193,7 @@ class LipschitzBab:
 
 
 def lipschitz_bab(net: Network, box: Box, question: NormQuestion, search: WitnessSearch, budget: Budget,
-                  progress=None, node_lp: bool = True, max_nodes: int | None = None,
+                  progress=None, node_lp: bool = False, max_nodes: int | None = None,
                   root_bounds: NetworkBounds | None = None) -> BabOutcome:
     """Run the branch-and-bound until the interval closes (1e-6 relative), the budget ends or Ctrl-C."""
     problem = LipschitzBab(net, box, question, search, node_lp, root_bounds)

@@ -43,6 +43,17 @@ class LiveProgress:
                                    solver_lo if stage == "solve" else None, solver_hi if stage == "solve" else None))
         return on
 
+    @property
+    def active(self) -> bool:
+        return self.callback is not None
+
+    def emit(self, event: Progress) -> None:
+        """Forward an event built elsewhere (the branch-and-bound), throttled."""
+        now = time.perf_counter()
+        if self.callback is not None and now - self._last >= MIN_INTERVAL:
+            self._last = now
+            self.callback(event)
+
     def proven(self, upper: float | None) -> None:
         if upper is not None:
             self.upper = min(self.upper, upper)

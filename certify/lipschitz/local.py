@@ -39,8 +39,9 @@ from solvers.runtime import Budget, ProgressCallback, interruptible
 
 from .certificate import LipschitzCertificate
 from .live import LiveProgress
-from .options import DEFAULT_MIP_GAP, LocalOptions, NormQuestion
-from .witness import WitnessSearch, closed
+from .anytime import bab_certificate, fast_upper
+from .options import AUTO_MILP_UNSTABLE, DEFAULT_MIP_GAP, LocalOptions, NormQuestion
+from .witness import WitnessSearch, closed, walk_regions
 
 
 def local_lipschitz(
@@ -67,7 +68,9 @@ def local_lipschitz(
       and the model fits, else HiGHS; gurobi, highs, cbc), `time_limit` (seconds, the whole
       call), `mip_gap` (relative, default 1e-6), `bounds` (interval, symbolic, lp),
       `formulation` (forward J w, or backward J^T c as in LipMIP), `l2_method` (auto, miqp,
-      equivalence), `pass_bounds` (interval, lp), `threads`, `warm_start`, `verbose`.
+      equivalence), `pass_bounds` (interval, lp), `threads`, `warm_start`, `verbose`, `method`
+      (auto: the MILP when at most 60 ReLUs are unstable, else the Jacobian branch-and-bound;
+      milp; bab; bounds: the Jacobian bound alone).
 
     Returns a `LipschitzCertificate` with lower <= L <= upper, both proven. Raises `BadInput`
     for invalid arguments or a solver that cannot be used. Ctrl-C stops the solve and returns
@@ -85,11 +88,17 @@ def local_lipschitz(
                             lp_deadline=budget.stage(0.25))
         search = WitnessSearch(net, box, question, budget)
         search.sample()
-        plan = _plan(net, nb, question, opts, budget)
+        fast = fast_upper(net, nb, question)
+        walk_regions(search, budget.stage(0.1))
         live = LiveProgress(progress, search, budget)
+        live.proven(fast[0])
+        method = _method(opts, nb)
+        if method != "milp":
+            return bab_certificate(net, box, question, opts, nb, search, budget, fast, live, method)
+        plan = _plan(net, nb, question, opts, budget)
         solves = [_solve_pair(pair, holder, nb, search, opts, budget, live, k, len(plan.pairs))
                   for k, (pair, holder) in enumerate(plan.pairs)]
-        return _certificate(box, question, opts, nb, search, plan, solves, budget)
+        return _certificate(box, question, opts, nb, search, plan, solves, budget, fast)
 
 
 def _box(net: Network, center, radius, domain) -> Box:
@@ -132,6 +141,14 @@ def _refuse_early(net: Network, box: Box, question: NormQuestion, opts: LocalOpt
     directions = net.input_dim if forward else 0  # w lives on the input side in the forward pass
     switches = first if forward else 0
     refuse_early(name, net.input_dim + directions + 2 * unstable + switches, 3 * unstable + 4 * switches, quadratic=miqp)
+
+
+def _method(opts: LocalOptions, nb) -> str:
+    if opts.method != "auto":
+        return opts.method
+    if opts.backend != "auto":  # a MILP back-end asked for by name: the MILP it is
+        return "milp"
+    return "milp" if nb.num_unstable <= AUTO_MILP_UNSTABLE else "bab"
 
 
 # ----------------------------------------------------------------------------- planning
@@ -217,13 +234,16 @@ def _solve_pair(pair, holder: list[LipschitzMilp], nb, search: WitnessSearch, op
 
 # ----------------------------------------------------------------------------- result
 def _certificate(box, question: NormQuestion, opts: LocalOptions, nb, search: WitnessSearch, plan: _Plan,
-                 solves: list[_Solved], budget: Budget) -> LipschitzCertificate:
+                 solves: list[_Solved], budget: Budget, fast: tuple[float, str]) -> LipschitzCertificate:
     notes = list(plan.notes)
     for s in solves:
         notes.extend(s.sound.notes)
     if search.cuts:
         notes.append(f"cut {search.cuts} activation pattern(s) whose regions have no interior in the box (ReLU ties)")
     upper = _combine([s.upper for s in solves])
+    if fast[0] < upper:  # never worse than the fast bound (a MILP cut short by the budget)
+        upper = fast[0]
+        notes.append(f"upper bound: {fast[1]} (below the MILP's)")
     lower = search.lower
     statuses = {s.sound.status for s in solves}
     status = "time_limit" if "time_limit" in statuses else "interrupted" if "interrupted" in statuses else "optimal"

@@ -14,6 +14,10 @@ from ..vectors import parse_positive, parse_vector
 
 NORMS: tuple[str, ...] = ("l1", "l2", "linf")
 L2_METHODS: tuple[str, ...] = ("auto", "miqp", "equivalence")
+# auto: the exact MILP when the bounds leave at most AUTO_MILP_UNSTABLE unstable ReLUs (or when a
+# MILP back-end is named), else the Jacobian branch-and-bound; bounds: the Jacobian bound alone
+METHODS: tuple[str, ...] = ("auto", "milp", "bab", "bounds")
+AUTO_MILP_UNSTABLE = 60
 DEFAULT_INPUT_NORM = "linf"
 DEFAULT_OUTPUT_NORM = "l1"
 DEFAULT_MIP_GAP = 1e-6
@@ -23,7 +27,7 @@ DEFAULT_THREADS = 2
 
 __all__ = ["BACKEND_CHOICES", "BOUND_METHODS", "DEFAULT_BOUNDS", "DEFAULT_FORMULATION", "DEFAULT_INPUT_NORM",
            "DEFAULT_MIP_GAP", "DEFAULT_OUTPUT_NORM", "DEFAULT_THREADS", "FORMULATIONS", "L2_METHODS", "LocalOptions",
-           "NORMS", "NormQuestion", "PASS_BOUNDS"]
+           "METHODS", "AUTO_MILP_UNSTABLE", "NORMS", "NormQuestion", "PASS_BOUNDS"]
 
 
 @dataclass(frozen=True)
@@ -80,11 +84,14 @@ class LocalOptions:
     threads: int = DEFAULT_THREADS
     warm_start: bool = True
     verbose: bool = False
+    method: str = "auto"
 
     @classmethod
     def of(cls, backend="auto", time_limit=None, mip_gap=None, bounds=DEFAULT_BOUNDS, formulation=DEFAULT_FORMULATION,
-           l2_method="auto", pass_bounds=None, threads=DEFAULT_THREADS, warm_start=True, verbose=False) -> "LocalOptions":
+           l2_method="auto", pass_bounds=None, threads=DEFAULT_THREADS, warm_start=True, verbose=False,
+           method="auto") -> "LocalOptions":
         for value, choices, what in ((backend, BACKEND_CHOICES, "backend"), (bounds, BOUND_METHODS, "bounds method"),
+                                     (method, METHODS, "method"),
                                      (formulation, FORMULATIONS, "formulation"), (l2_method, L2_METHODS, "l2 method")):
             if value not in choices:
                 raise BadInput(f"unknown {what} {value!r}; choose one of {', '.join(choices)}")
@@ -100,4 +107,4 @@ class LocalOptions:
         if isinstance(threads, bool) or int(parse_positive(threads, "threads")) != threads:
             raise BadInput(f"threads must be a positive integer, got {threads!r}")
         return cls(backend, time_limit, mip_gap, bounds, formulation, l2_method, pass_bounds, int(threads),
-                   bool(warm_start), bool(verbose))
+                   bool(warm_start), bool(verbose), method)

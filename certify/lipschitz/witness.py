@@ -136,3 +136,77 @@ def closed(lower: float, upper: float, mip_gap: float) -> bool:
 
 
 __all__ = ["MAX_CUTS", "WitnessSearch", "closed"]
+
+
+def walk_regions(search: WitnessSearch, deadline: float | None, starts: int = 16, steps: int = 30,
+                 seed: int = 0, pool: int = 256, rounds: int = 8) -> None:
+    """Stronger lower bounds: hill-climb across activation regions from the best points found.
+
+    ||J|| is constant on each region, so gradients say nothing; instead, from a point x the walk
+    crosses the nearest region boundaries (the hyperplanes z_i = 0 of neurons close to 0, stepping
+    just past them along grad z_i) and moves to the neighbouring region whose Jacobian norm is
+    largest, while that improves. Every value kept is a replayed witness (`WitnessSearch.value`)."""
+    import time
+
+    q = search.question
+    rng = np.random.default_rng(seed)
+    lo, hi = np.array(search.box.lo), np.array(search.box.hi)
+    blocks = search.blocks
+    for r in range(rounds):
+        # start from the best of a fresh random pool (and the best point so far)
+        pool_x = rng.uniform(lo, hi, (pool, lo.size))
+        vals = np.array([_value_at(search, x, q) for x in pool_x])
+        points = ([search.point.x] if search.point is not None and r == 0 else []) + list(pool_x[np.argsort(-vals)[:starts]])
+        if not _climb(search, points, q, blocks, lo, hi, steps, deadline):
+            return
+
+
+def _climb(search, points, q, blocks, lo, hi, steps, deadline) -> bool:
+    """Greedy walks from `points`; False when the deadline passed."""
+    import time
+
+    for x in points:
+        current = _value_at(search, x, q)
+        for _ in range(steps):
+            if deadline is not None and time.perf_counter() > deadline:
+                return False
+            best, best_x = current, None
+            for y in _neighbours(blocks, x, lo, hi):
+                v = _value_at(search, y, q)
+                if v > best * (1 + 1e-12):
+                    best, best_x = v, y
+            if best_x is None:
+                break
+            x, current = best_x, best
+    return True
+
+
+def _value_at(search: WitnessSearch, x: np.ndarray, q) -> float:
+    pt = differentiable_point(search.net, x, search.blocks)
+    if pt is None:
+        return -np.inf
+    val = search.value(pt, (q.p, q.q))
+    if val > search.lower or search.point is None:
+        search.lower, search.point = val, pt
+    return val
+
+
+def _neighbours(blocks, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, k: int = 8) -> list[np.ndarray]:
+    """Points just across the k nearest ReLU boundaries from x (inside the box)."""
+    h, J = x, np.eye(x.size)
+    cands = []
+    for blk in blocks[:-1]:
+        z, G = blk.weight @ h + blk.bias, blk.weight @ J
+        gn = np.sqrt((G * G).sum(axis=1))
+        # A neuron whose pre-activation does not depend on x has no boundary to cross.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dist = np.where(gn > 1e-150, np.abs(z) / gn, np.inf)
+        for i in np.argsort(dist)[:k]:
+            if not np.isfinite(dist[i]):
+                break
+            step = -(z[i] / gn[i] ** 2) * G[i] * 1.001 - np.sign(z[i]) * G[i] / gn[i] * 1e-9 * (1 + np.abs(x).max())
+            cands.append((dist[i], np.clip(x + step, lo, hi)))
+        s = (z > 0).astype(float)
+        h, J = s * z, s[:, None] * G
+    cands.sort(key=lambda t: t[0])
+    return [c for _, c in cands[:k]]

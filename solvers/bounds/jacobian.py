@@ -120,6 +120,9 @@ def clarke_norm_bound(weights: list[np.ndarray], s_lo: list[np.ndarray], s_hi: l
         Wp, Wn = np.maximum(W, 0.0), np.minimum(W, 0.0)
         GL, GU = GL @ Wp + GU @ Wn, GU @ Wp + GL @ Wn
         mag = (mag * sh) @ np.abs(W)
+    D = _input_directions(p, weights[0].shape[1])
+    if D is not None:  # both sides enumerated: each pair (c, w) bounded forwards and backwards
+        return _paired_bound(weights, s_lo, s_hi, C, D, GL, GU, 4.0 * gamma(length) * mag)
     B = np.maximum(np.abs(GL), np.abs(GU)) + 4.0 * gamma(length) * mag
     d = dual(p)
     if d == "l1":
@@ -129,3 +132,38 @@ def clarke_norm_bound(weights: list[np.ndarray], s_lo: list[np.ndarray], s_hi: l
         return float(B.max())
     vals = np.sqrt((B * B).sum(axis=1))
     return round_up(float(vals.max()), float(vals.max()), B.shape[1] + 4)
+
+
+def _input_directions(p: str, n: int) -> np.ndarray | None:
+    """Extreme points of the unit p-ball (up to sign) when few: {+-1}^n with w_0 = 1, or {e_k}."""
+    if p == "linf" and n <= MAX_SIGN_OUTPUTS:
+        return np.array(np.meshgrid(*([[1.0]] + [[-1.0, 1.0]] * (n - 1)), indexing="ij")).reshape(n, -1).T
+    if p == "l1":
+        return np.eye(n)
+    return None
+
+
+def _paired_bound(weights, s_lo, s_hi, C: np.ndarray, D: np.ndarray, GL: np.ndarray, GU: np.ndarray,
+                  err_back: np.ndarray) -> float:
+    """max over c in C and w in D of min(forward bound, backward bound) of c^T J w.
+
+    The forward pass bounds the vector J w for each w by intervals, the backward pass the row c^T J
+    for each c; both bound the same scalar, so their minimum does, pair by pair. For the l1 input
+    set D = {e_k} the value is |c^T J e_k| (both signs are covered by bounding -c^T J e_k too)."""
+    from ..rounding import gamma, round_up
+
+    L = U = weights[0] @ D.T
+    for sl, sh, W in zip(s_lo, s_hi, weights[1:]):
+        L, U = np.minimum(sl[:, None] * L, sh[:, None] * L), np.maximum(sl[:, None] * U, sh[:, None] * U)
+        Wp, Wn = np.maximum(W, 0.0), np.minimum(W, 0.0)
+        L, U = Wp @ L + Wn @ U, Wp @ U + Wn @ L
+    Cp, Cn = np.maximum(C, 0.0), np.minimum(C, 0.0)
+    Dp, Dn = np.maximum(D.T, 0.0), np.minimum(D.T, 0.0)
+    fwd_hi, fwd_lo = Cp @ U + Cn @ L, Cp @ L + Cn @ U          # bounds of c^T J w, (c, w)
+    bwd_hi, bwd_lo = GU @ Dp + GL @ Dn, GL @ Dp + GU @ Dn
+    err = err_back @ np.abs(D.T)  # the |W| chain covers both passes' rounding
+    n_round = weights[0].shape[1] + C.shape[1] + 4
+    hi = np.minimum(fwd_hi, bwd_hi) + err
+    lo = np.maximum(fwd_lo, bwd_lo) - err
+    value = float(np.max(np.maximum(hi, -lo)))
+    return round_up(value, value, n_round) * (1.0 + 4.0 * gamma(n_round))

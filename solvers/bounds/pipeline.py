@@ -18,7 +18,7 @@ from models.ir import Network
 from ..choices import BOUND_METHODS
 from .interval import affine_interval, magnitudes
 from .lp import lp_tighten_layer
-from .symbolic import symbolic_layer_bounds
+from .symbolic import relu_relaxation, symbolic_layer_bounds
 from .types import NetworkBounds, StepStats, phases, relu_blocks
 
 BoundMethod = Literal["interval", "symbolic", "lp"]
@@ -57,6 +57,7 @@ def network_bounds(
     steps = {name: StepStats(name) for name in METHODS[: METHODS.index(method) + 1]}
     pre_lo: list[np.ndarray] = []
     pre_hi: list[np.ndarray] = []
+    relax: list = []  # relaxations of the layers bounded so far (symbolic step)
     n_relu = len(blocks) - 1
     for j in range(len(blocks)):
         t = time.perf_counter()
@@ -67,10 +68,22 @@ def network_bounds(
         l, u = affine_interval(blocks[j].weight, blocks[j].bias, prev_lo, prev_hi)
         steps["interval"].seconds += time.perf_counter() - t
         _count(steps["interval"], j, n_relu, l, u)
+        if prior is not None:  # a sub-box of the prior's: never looser than its bounds
+            pl, pu = (prior.pre_lo[j], prior.pre_hi[j]) if j < n_relu else (prior.out_lo, prior.out_hi)
+            l, u = np.maximum(l, pl), np.minimum(u, pu)
         if j > 0 and "symbolic" in steps:
             t = time.perf_counter()
-            ls, us = symbolic_layer_bounds(blocks, pre_lo, pre_hi, j, lo, hi, mags[j])
-            l, u = np.maximum(l, ls), np.minimum(u, us)
+            # with a prior, only neurons still unstable need back-substitution (the rest keep their
+            # phase on any sub-box); without one every neuron is bounded (sizes the next layers)
+            rows = None if prior is None or j == n_relu else np.flatnonzero((l < 0) & (u > 0))
+            if rows is None or rows.size:
+                while len(relax) < j:
+                    relax.append(relu_relaxation(pre_lo[len(relax)], pre_hi[len(relax)]))
+                ls, us = symbolic_layer_bounds(blocks, pre_lo, pre_hi, j, lo, hi, mags[j], rows, relax)
+                if rows is None:
+                    l, u = np.maximum(l, ls), np.minimum(u, us)
+                else:
+                    l[rows], u[rows] = np.maximum(l[rows], ls), np.minimum(u[rows], us)
             steps["symbolic"].seconds += time.perf_counter() - t
         if "symbolic" in steps:
             _count(steps["symbolic"], j, n_relu, l, u)
@@ -81,9 +94,6 @@ def network_bounds(
             steps["lp"].lps += lps
         if "lp" in steps:
             _count(steps["lp"], j, n_relu, l, u)
-        if prior is not None:
-            pl, pu = (prior.pre_lo[j], prior.pre_hi[j]) if j < n_relu else (prior.out_lo, prior.out_hi)
-            l, u = np.maximum(l, pl), np.minimum(u, pu)
         if fixed is not None and j < n_relu:
             l = np.where(fixed[j] > 0, np.maximum(l, 0.0), l)
             u = np.where(fixed[j] < 0, np.minimum(u, 0.0), u)

@@ -82,10 +82,15 @@ def symbolic_layer_bounds(
     lo: np.ndarray,
     hi: np.ndarray,
     mag: np.ndarray,
+    rows: np.ndarray | None = None,
+    relax: list[ReluRelaxation] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Bounds of z_j given bounds of z_0..z_{j-1}."""
-    relax = [relu_relaxation(pre_lo[t], pre_hi[t]) for t in range(j)]
+    """Bounds of z_j (only its `rows` when given) from the bounds of z_0..z_{j-1}; `relax` may
+    pass the layers' relaxations already computed."""
+    if relax is None:
+        relax = [relu_relaxation(pre_lo[t], pre_hi[t]) for t in range(j)]
     n = blocks[j].out_dim
-    eye = np.eye(n)
+    eye = np.eye(n) if rows is None else np.eye(n)[rows]
+    k = eye.shape[0]
     both = backsubstitute_upper(blocks, relax, j, np.vstack([eye, -eye]), lo, hi, mag)
-    return -both[n:], both[:n]
+    return -both[k:], both[:k]

@@ -1,0 +1,74 @@
+"""Anytime stages of a local Lipschitz question: the fast Jacobian bound and the branch-and-bound.
+
+`fast_upper`: milliseconds, sound, used by every method (the certificate's upper bound is never
+worse): the Clarke-Jacobian bound over the box's sound pre-activation bounds
+(`solvers.bounds.jacobian.clarke_norm_bound`) and, for operator norms, the global product of layer
+norms (a global bound holds on every box). `bab_certificate` runs `certify.lipschitz.bab` under
+the question's budget and turns its result into the certificate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from solvers.bab import BabProgress
+from solvers.bounds.jacobian import clarke_norm_bound
+from solvers.bounds.types import NetworkBounds, relu_blocks
+from solvers.phases import ACTIVE, INACTIVE
+from solvers.runtime import Budget, Progress
+
+from .bab import lipschitz_bab
+from .certificate import LipschitzCertificate
+from .options import LocalOptions, NormQuestion
+from .witness import WitnessSearch, closed
+
+
+def fast_upper(net, nb: NetworkBounds, question: NormQuestion) -> tuple[float, str]:
+    """(bound, what gave it): the smaller of the Clarke-Jacobian and global product bounds."""
+    phases = nb.phases()
+    weights = [b.weight for b in relu_blocks(net)]
+    jac = clarke_norm_bound(weights, [np.where(ph == ACTIVE, 1.0, 0.0) for ph in phases],
+                            [np.where(ph == INACTIVE, 0.0, 1.0) for ph in phases], question.p, question.q,
+                            question.target)
+    if question.target is None:
+        from .norm_product import naive_bound
+
+        glob = naive_bound(net, question.p, str(question.q)).upper
+        if glob < jac:
+            return glob, "global product of layer norms"
+    return jac, "Clarke-Jacobian bound"
+
+
+def bab_certificate(net, box, question: NormQuestion, opts: LocalOptions, nb: NetworkBounds, search: WitnessSearch,
+                    budget: Budget, fast: tuple[float, str], live, method: str) -> LipschitzCertificate:
+    """The certificate of the branch-and-bound ("bab") or of the fast bound alone ("bounds")."""
+    upper, source = fast
+    notes = [f"upper bound: {source}"]
+    nodes, stop = 0, "closed"
+    if method == "bab" and not closed(search.lower, upper, 1e-6):
+        def report(ev: BabProgress) -> None:
+            live.emit(Progress(budget.elapsed(), max(ev.lower, search.lower), min(ev.upper, upper), "bab", ev.nodes))
+
+        out = lipschitz_bab(net, box, question, search, budget, progress=report if live.active else None,
+                            root_bounds=nb)
+        nodes, stop = out.nodes, out.stop
+        if out.upper < upper:
+            upper = out.upper
+            notes = [f"upper bound: branch-and-bound over input splits and ReLU phases ({'closed tree' if stop in ('closed', 'gap') else 'open nodes at ' + stop})"]
+    lower = search.lower
+    upper = max(upper, lower)
+    status = {"time_limit": "time_limit", "interrupted": "interrupted", "node_limit": "open_gap"}.get(stop, "optimal")
+    if status == "optimal" and not closed(lower, upper, 1e-6):
+        status = "open_gap"
+    live.proven(upper)
+    return LipschitzCertificate(
+        lower=float(lower), upper=float(upper), status=status, certified=True, box=box, input_norm=question.p,
+        output_norm=question.q, seconds=budget.elapsed(), notes=notes, backend="none",
+        witness=None if search.point is None else search.point.x, target=question.target, margin=question.margin,
+        method=method, nodes=nodes, mip_gap=opts.mip_gap, time_limit=opts.time_limit, bounds=opts.bounds,
+        pass_bounds=opts.pass_bounds, formulation=opts.formulation, unstable=nb.num_unstable, binaries=0,
+        bound_seconds=nb.seconds, proof={"tree": stop, "nodes": nodes, "complete": stop in ("closed", "gap")},
+        witness_direction=search.direction)
+
+
+__all__ = ["bab_certificate", "fast_upper"]
