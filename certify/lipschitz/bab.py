@@ -29,6 +29,7 @@ from solvers.bounds import network_bounds
 from solvers.bounds.jacobian import clarke_norm_bound
 from solvers.bounds.types import NetworkBounds, relu_blocks
 from solvers.phases import ACTIVE, INACTIVE, UNSTABLE
+from solvers.regions import has_no_interior, interior_point
 from solvers.runtime import Budget
 
 from .options import NormQuestion
@@ -90,9 +91,16 @@ class LipschitzBab:
         unstable = int(sum(np.sum(ph == UNSTABLE) for ph in phases))
         if unstable and self.node_lp and unstable <= LP_NODE_UNSTABLE:
             upper = min(upper, self._lp_bound(nb))
-        lower = self._replay(node)
-        if unstable == 0 and node.fixed is not None and self._empty(node, phases):
-            return NodeBound(-math.inf, leaf=True)  # the fixed pattern has no interior in the box
+        lower = self._replay(0.5 * (node.lo + node.hi))
+        if unstable == 0 and node.fixed is not None and lower < upper * (1 - 1e-9):
+            # the centre may lie outside the fixed pattern's region: replay a point inside it, or
+            # prove the region has no interior in the box
+            pattern = [(ph == ACTIVE).astype(np.float64) for ph in phases]
+            inside = interior_point(self.net, pattern, node.lo, node.hi)
+            if inside is not None:
+                lower = max(lower, self._replay(inside))
+            elif has_no_interior(self.net, pattern, node.lo, node.hi):
+                return NodeBound(-math.inf, leaf=True)
         # with every phase known the node's Jacobian is one matrix: its bound is exact
         return NodeBound(upper, lower, leaf=unstable == 0, data=nb)
 
@@ -127,13 +135,6 @@ class LipschitzBab:
             return False
         width = np.array(self.box.hi) - np.array(self.box.lo)
         return bool(np.any((node.hi - node.lo) > 1e-3 * np.maximum(width, 1e-300)))
-
-    def _empty(self, node: _Node, phases) -> bool:
-        """A proof (exact rational Farkas certificate) that the node's pattern has no interior."""
-        from solvers.regions import has_no_interior
-
-        pattern = [(ph == ACTIVE).astype(np.float64) for ph in phases]
-        return has_no_interior(self.net, pattern, node.lo, node.hi)
 
     def _input(self, node: _Node, bounds: NetworkBounds, phases) -> int:
         """The input whose halving most shrinks the unstable neurons' ranges: width times the
@@ -179,11 +180,11 @@ class LipschitzBab:
             return -math.inf
         return milp.to_lipschitz(out.bound + milp.model.obj_offset + milp.model.obj_err)
 
-    def _replay(self, node: _Node) -> float:
-        """The node centre as a witness (a sound lower bound when the net is differentiable there)."""
+    def _replay(self, x: np.ndarray) -> float:
+        """A point of the node as a witness (a sound lower bound when the net is differentiable there)."""
         from .replay import differentiable_point
 
-        pt = differentiable_point(self.net, 0.5 * (node.lo + node.hi), self.search.blocks)
+        pt = differentiable_point(self.net, x, self.search.blocks)
         if pt is None:
             return -math.inf
         val = self.search.value(pt, (self.q.p, self.q.q))
