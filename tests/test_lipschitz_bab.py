@@ -90,8 +90,9 @@ def test_bab_on_targets_and_margins(p):
     assert cert.status == "optimal" and cert.upper <= true * (1 + 2e-6)
 
 
-def test_bab_value_does_not_depend_on_the_node_lp_finisher():
-    """The LP node bounds only speed the tree up: with them off it closes on the same value."""
+@pytest.mark.parametrize("extra", ["node_lp", "milp_finish"])
+def test_bab_value_does_not_depend_on_the_lp_and_milp_finishers(extra):
+    """LP node bounds and the MILP finisher only speed the tree up: on or off, the same value."""
     from certify.lipschitz.bab import lipschitz_bab
     from certify.lipschitz.options import NormQuestion
     from certify.lipschitz.witness import WitnessSearch
@@ -100,12 +101,12 @@ def test_bab_value_does_not_depend_on_the_node_lp_finisher():
     true = _exact("c", "linf", "l1")
     box = Box.from_bounds(lo, hi)
     values = []
-    for node_lp in (True, False):
+    for on in (True, False):
         question = NormQuestion.of(net, "linf", "l1")
         budget = Budget(60.0)
         search = WitnessSearch(net, box, question, budget)
         search.sample()
-        out = lipschitz_bab(net, box, question, search, budget, node_lp=node_lp)
+        out = lipschitz_bab(net, box, question, search, budget, **{extra: on})
         assert out.stop in ("closed", "gap")
         assert out.lower <= true * (1 + 1e-9) <= out.upper * (1 + 1e-9)
         values.append(out.upper)

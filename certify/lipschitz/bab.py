@@ -38,6 +38,8 @@ from .witness import WitnessSearch
 INPUT_SPLIT_DIM = 8      # inputs up to this many are split (ReLU phases beyond)
 RELU_SPLIT_AT = 2        # ... while more than this many neurons are unstable on the node
 LP_NODE_UNSTABLE = 24    # nodes with at most this many unstable neurons also get the LP bound
+MILP_FINISH_UNSTABLE = 6  # ... and with at most this many, the exact MILP finisher closes them
+MILP_FINISH_SECONDS = 1.0  # per finished node (its proven bound counts even when cut short)
 
 
 @dataclass(frozen=True)
@@ -63,8 +65,10 @@ class LipschitzBab:
     """The `BabProblem` of one local Lipschitz question (see module doc)."""
 
     def __init__(self, net: Network, box: Box, question: NormQuestion, search: WitnessSearch,
-                 node_lp: bool = True, root_bounds: NetworkBounds | None = None) -> None:
+                 node_lp: bool = True, root_bounds: NetworkBounds | None = None, milp_finish: bool = True,
+                 budget: Budget | None = None) -> None:
         self.net, self.box, self.q, self.search = net, box, question, search
+        self.milp_finish, self.budget = milp_finish and question.p != "l2" and question.q != "l2", budget
         self.root_bounds = root_bounds  # e.g. LP-tightened bounds of the whole box: every node's prior
         self.blocks = relu_blocks(net)
         self.weights = [b.weight for b in self.blocks]
@@ -92,6 +96,12 @@ class LipschitzBab:
         if unstable and self.node_lp and unstable <= LP_NODE_UNSTABLE:
             upper = min(upper, self._lp_bound(nb))
         lower = self._replay(0.5 * (node.lo + node.hi))
+        if 0 < unstable <= MILP_FINISH_UNSTABLE and self.milp_finish and upper > self.search.lower * (1 + 1e-6):
+            bound, complete = self._milp_bound(nb)
+            if bound < upper:
+                upper = bound
+            if complete:  # the node's exact value is proven: nothing left to split
+                return NodeBound(upper, lower, leaf=True, data=nb)
         if unstable == 0 and node.fixed is not None and lower < upper * (1 - 1e-9):
             # the centre may lie outside the fixed pattern's region: replay a point inside it, or
             # prove the region has no interior in the box
@@ -180,6 +190,33 @@ class LipschitzBab:
             return -math.inf
         return milp.to_lipschitz(out.bound + milp.model.obj_offset + milp.model.obj_err)
 
+    def _milp_bound(self, nb: NetworkBounds) -> tuple[float, bool]:
+        """The exact MILP finisher on a node with few unstable neurons: (proven bound, closed).
+        Its incumbents are replayed as witnesses of the whole question (their regions meet the
+        node, a sub-box of the question's box)."""
+        from solvers.milp.lipschitz import build_lipschitz_milp
+        from solvers.milp.sound import sound_solve
+
+        rem = None if self.budget is None else self.budget.remaining()
+        if rem is not None and rem < 0.2:
+            return math.inf, False
+        try:
+            milp = build_lipschitz_milp(self.net, nb, self.q.p, self.q.q, self.q.target)
+        except ValueError:
+            return math.inf, False
+        holder = [milp]
+        pair = (self.q.p, self.q.q)
+        budget = Budget(MILP_FINISH_SECONDS if rem is None else min(MILP_FINISH_SECONDS, rem))
+        sound = sound_solve(milp.model, budget, backend="highs", threads=1,
+                            check_point=self.search.check_point(nb, milp),
+                            refine=self.search.refine(holder, pair, 1e-6),
+                            node_bound=lambda lo, hi: holder[0].phase_bound(lo, hi))
+        for res in sound.results:
+            if res.x is not None:
+                self.search.replay(holder[0], pair, res.x)
+        complete = sound.status == "optimal" and sound.proof is not None and sound.proof.complete
+        return holder[0].to_lipschitz(sound.bound), complete
+
     def _replay(self, x: np.ndarray) -> float:
         """A point of the node as a witness (a sound lower bound when the net is differentiable there)."""
         from .replay import differentiable_point
@@ -195,9 +232,10 @@ class LipschitzBab:
 
 def lipschitz_bab(net: Network, box: Box, question: NormQuestion, search: WitnessSearch, budget: Budget,
                   progress=None, node_lp: bool = False, max_nodes: int | None = None,
-                  root_bounds: NetworkBounds | None = None) -> BabOutcome:
-    """Run the branch-and-bound until the interval closes (1e-6 relative), the budget ends or Ctrl-C."""
-    problem = LipschitzBab(net, box, question, search, node_lp, root_bounds)
+                  root_bounds: NetworkBounds | None = None, milp_finish: bool = False) -> BabOutcome:
+    """Run the branch-and-bound until the interval closes (1e-6 relative), the budget ends or Ctrl-C.
+    `milp_finish`: close nodes with few unstable neurons by the exact (proven) MILP."""
+    problem = LipschitzBab(net, box, question, search, node_lp, root_bounds, milp_finish, budget)
     res = branch_and_bound(problem, gap=1e-6, deadline=budget.deadline, lower=search.lower, max_nodes=max_nodes,
                            progress=progress)
     return BabOutcome(res.upper, max(res.lower, search.lower), res.nodes, res.stop, res.seconds)

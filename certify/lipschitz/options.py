@@ -85,11 +85,12 @@ class LocalOptions:
     warm_start: bool = True
     verbose: bool = False
     method: str = "auto"
+    milp_finish: bool = False  # bab: close nodes with few unstable neurons by the exact MILP
 
     @classmethod
     def of(cls, backend="auto", time_limit=None, mip_gap=None, bounds=DEFAULT_BOUNDS, formulation=DEFAULT_FORMULATION,
            l2_method="auto", pass_bounds=None, threads=DEFAULT_THREADS, warm_start=True, verbose=False,
-           method="auto") -> "LocalOptions":
+           method="auto", milp_finish=False) -> "LocalOptions":
         for value, choices, what in ((backend, BACKEND_CHOICES, "backend"), (bounds, BOUND_METHODS, "bounds method"),
                                      (method, METHODS, "method"),
                                      (formulation, FORMULATIONS, "formulation"), (l2_method, L2_METHODS, "l2 method")):
@@ -107,4 +108,4 @@ class LocalOptions:
         if isinstance(threads, bool) or int(parse_positive(threads, "threads")) != threads:
             raise BadInput(f"threads must be a positive integer, got {threads!r}")
         return cls(backend, time_limit, mip_gap, bounds, formulation, l2_method, pass_bounds, int(threads),
-                   bool(warm_start), bool(verbose), method)
+                   bool(warm_start), bool(verbose), method, bool(milp_finish))
