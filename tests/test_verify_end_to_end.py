@@ -86,6 +86,7 @@ def test_json_output_follows_the_certificate_protocol(cli):
 # ----------------------------------------------------------------------------- ACAS Xu subset
 ACAS_FAST = [
     (2, 1, 2), (1, 7, 3), (1, 9, 4), (4, 5, 2),  # sat (found by the attack)
+    (5, 3, 2),  # sat in an unsafe set of ~1e-4 (dense sampling + LP polish)
     (1, 9, 1), (2, 4, 3), (3, 3, 4), (1, 4, 3), (2, 9, 4),  # unsat (closed by splitting)
 ]
 
