@@ -92,3 +92,19 @@ def test_model_too_large_for_restricted_gurobi(cli, tmp_path):
     out = r.json()
     assert out["backend"] == "highs" and any("size-limited" in n for n in out["notes"])
     assert out["lower"] <= out["upper"]
+
+
+@pytest.mark.parametrize("method", ["bab", "bounds"])
+def test_methods_on_the_cli_bracket_region_enumeration(cli, small_model, method):
+    w, path = small_model
+    r = cli("lipschitz", path, "--center", "0.1,-0.2,0.3", "--radius", "0.6", "--method", method, "--json")
+    assert r.code == 0, r.err
+    out = r.json()
+    lo, hi = np.array([0.1, -0.2, 0.3]) - 0.6, np.array([0.1, -0.2, 0.3]) + 0.6
+    value = exact_lipschitz(w, lo, hi, "linf", "l1")
+    assert out["method"] == method and out["lower"] <= value * (1 + 1e-9) and value <= out["upper"] * (1 + 1e-9)
+    if method == "bab":
+        assert out["status"] == "optimal" and out["proof"]["complete"]
+    text = cli("lipschitz", path, "--center", "0.1,-0.2,0.3", "--radius", "0.6", "--method", method, "--no-progress")
+    assert text.code == 0 and ("branch-and-bound" if method == "bab" else "Jacobian bound") in text.out
+    assert cli("lipschitz", path, "--center", "0", "--radius", "1", "--method", "exhaustive").code == 2

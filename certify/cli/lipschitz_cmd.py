@@ -96,9 +96,13 @@ def _lipschitz(args: argparse.Namespace) -> int:
         c.print(f"[bold]local Lipschitz constant[/bold] ({what}, input norm {r['input_norm']})")
         c.print(f"  interval  [{fmt(r['lower'], 9)}, {fmt(r['upper'], 9)}]  status {r['status']}"
                 f"{' (exact)' if r['exact'] else ''}")
-        c.print(f"  solver    {r['backend']}, {r['nodes']} nodes, {r['binaries']} binaries "
-                f"({r['unstable']} unstable ReLUs, {r['bounds']} bounds), {r['seconds']:.2f}s "
-                f"(proof of the bound {r['proof'].get('seconds', 0.0):.2f}s)")
+        if r["method"] in ("bab", "bounds"):
+            tree = f"branch-and-bound, {r['nodes']} nodes" if r["method"] == "bab" else "Jacobian bound"
+            c.print(f"  method    {tree} ({r['unstable']} unstable ReLUs, {r['bounds']} bounds), {r['seconds']:.2f}s")
+        else:
+            c.print(f"  solver    {r['backend']}, {r['nodes']} nodes, {r['binaries']} binaries "
+                    f"({r['unstable']} unstable ReLUs, {r['bounds']} bounds), {r['seconds']:.2f}s "
+                    f"(proof of the bound {r['proof'].get('seconds', 0.0):.2f}s)")
         if r["witness"] is not None:
             w = r["witness"]
             shown = ", ".join(fmt(v, 4) for v in w[:8]) + (", ..." if len(w) > 8 else "")
