@@ -1,0 +1,296 @@
+"""Exact robustness radii of ReLU classifiers (MIPVerify's "closest" adversarial example).
+
+    r* = min ||x - x0||  over x in the domain (movable inputs only) that flip the class
+
+(untargeted: another logit reaches the predicted one; targeted: the target logit is among the
+largest; ties count as flips, so the minimum is attained). `robustness_radius` answers in stages
+that share one time budget:
+
+1. the question (`question.FlipQuestion`): point, predicted class, flips, domain, features;
+2. a point on the boundary already (a tie at x0): radius 0;
+3. the fast certified lower bound (`fast`): box proofs and margin-over-Lipschitz radii, no MILP;
+4. the attack (`attack`): PGD and a bisection on the radius; its replayed counterexample is the
+   first upper bound and bounds the search box;
+5. the exact stage (`exact`): the flip MILP over the l_inf box of the search radius, with t
+   between the fast bound and the attack's radius, solved by the sound-solve policy; its solver
+   points replayed. l1 and linf are MILPs; l2 is Gurobi's convex MIQP when it is licensed and the
+   model fits, otherwise a sound interval: r2 >= max(r_inf, r_1 / sqrt(n)) over the exact linf and
+   l1 radii (n movable inputs), and the l2 length of the counterexamples.
+
+`lower` is always proven (fast bound or sound-solve bound); `upper` is a replayed counterexample's
+distance; the status says whether they met (`certify.robustness.certificate.RobustnessRadius`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from solvers.blas import single_threaded_blas
+from solvers.milp.backends import ModelTooLarge
+from solvers.milp.gurobi import GurobiBackend
+from solvers.milp.robustness import build_radius_milp
+from solvers.norms import parse_norm
+from solvers.rounding import down, sqrt_up
+from solvers.runtime import Budget, ProgressCallback, interruptible
+
+from ..errors import BadInput
+from .attack import FlipAttack
+from .certificate import RobustnessRadius
+from .exact import ExactStage, objective_units, radius_units, run_exact
+from .fast import FastBounds, FastRadius
+from .geometry import cover_radius, inner_box
+from .live import RadiusProgress
+from .options import SearchOptions, parse_max_radius
+from .question import Classifier, FlipQuestion
+from .replay import Flip, FlipReplay
+
+# relative gap at which lower and upper count as met (status "optimal")
+CLOSED_GAP = 1e-6
+# without a domain or a maximum radius the attack grows its radius from this (times max(1, |x0|))
+# up to GROW_LIMIT times it; the MILP then proves what it can within the last radius tried
+GROW_START, GROW_LIMIT = 1e-2, 1e3
+
+
+def robustness_radius(
+    model: Any,
+    point: Any,
+    *,
+    norm: str = "linf",
+    target_class: int | None = None,
+    domain: Any = None,
+    features: Any = None,
+    max_radius: float | None = None,
+    exact: bool = True,
+    reference: Any = None,
+    progress: ProgressCallback | None = None,
+    **options: Any,
+) -> RobustnessRadius:
+    """Certified robustness radius of a ReLU classifier at `point` (see the module doc).
+
+    - `model`: a `certify.Network` or an ONNX path (its file is then also the onnxruntime
+      reference that counterexamples are replayed in); `reference`: another ONNX path;
+    - `norm`: linf, l1 or l2; `target_class`: the class to reach (default: any other class);
+    - `domain`: (lo, hi) numbers or vectors the inputs stay in; `features`: the only inputs that
+      move (default all); `max_radius`: stop at this radius (status "robust_within" when nothing
+      flips within it);
+    - `exact=False`: only the fast certified bound and the attack (milliseconds);
+    - `progress`: receives `solvers.runtime.Progress` events (the certified interval so far);
+    - options (`options.SearchOptions`): `backend` (auto, gurobi, highs, cbc), `time_limit`
+      (seconds, the whole call), `mip_gap`, `bounds` (interval, symbolic, lp), `l2_method`
+      (auto, miqp, equivalence), `threads`, `seed` (the attack), `attack_seconds`.
+
+    Returns a `RobustnessRadius` with lower <= r* <= upper. Raises `BadInput` on invalid
+    arguments. Ctrl-C stops the solve and returns the sound interval reached ("interrupted").
+    """
+    t0 = time.perf_counter()
+    classifier = Classifier.of(model, reference)
+    norm = parse_norm(norm)
+    question = FlipQuestion.of(classifier, point, target_class=target_class, domain=domain, features=features)
+    opts = SearchOptions.of(exact=exact, **options)
+    limit = parse_max_radius(max_radius)
+    budget = Budget(opts.time_limit, start=t0)
+    with interruptible(), single_threaded_blas():
+        return _RadiusSearch(question, norm, opts, limit, budget, progress).run()
+
+
+class _RadiusSearch:
+    def __init__(self, q: FlipQuestion, norm: str, opts: SearchOptions, max_radius: float, budget: Budget,
+                 progress: ProgressCallback | None) -> None:
+        self.q, self.norm, self.opts, self.max_radius, self.budget = q, norm, opts, max_radius, budget
+        self.replay = FlipReplay(q, norm)
+        self.live = RadiusProgress(progress, budget)
+        self.notes = list(q.notes)
+        self.flips: list[Flip] = []
+        self.fast = FastRadius(0.0, "none", 0, 0.0)
+        self.attack_info: dict = {}
+        self.stages: list[ExactStage] = []
+        self.method = "fast" if not opts.exact else "milp"
+
+    # ------------------------------------------------------------------ the stages
+    def run(self) -> RobustnessRadius:
+        q = self.q
+        if q.flips(q.net.forward(q.point)):
+            flip = self.replay.check(q.point)
+            if flip is not None:
+                self.notes.append("the point itself is on the decision boundary (another class ties with it)")
+                return self._certificate(0.0, flip, "optimal", search=0.0)
+        lo, hi = q.limits()
+        cover = cover_radius(q.point, lo, hi, self.norm)
+        search = min(self.max_radius, cover)
+        attack = FlipAttack(q, self.replay, self.opts.seed)
+        deadline = time.perf_counter() + self.opts.attack_budget()
+        if self.budget.deadline is not None:
+            deadline = min(deadline, self.budget.deadline)
+        t_attack = time.perf_counter()
+        if not math.isfinite(search):
+            search = self._grow(attack, deadline)
+        self.fast = FastBounds(q, self.opts.bounds).radius(self.norm, search, self.budget.deadline)
+        self.live.update("fast bound", lower=self.fast.lower)
+        flip = attack.smallest(self.norm, min(search, self._upper()), deadline, lower=self.fast.lower)
+        self._add(flip)
+        self.attack_info = {"seconds": time.perf_counter() - t_attack, "points": attack.points,
+                            "upper": None if flip is None else flip.distance, "replays": self.replay.replays}
+        self.live.update("attack")
+        lower = self.fast.lower
+        if self.opts.exact and not self._closed(lower) and lower < search and not self.budget.expired():
+            lower = self._exact(search, lower)
+        return self._finish(lower, search, cover)
+
+    def _grow(self, attack: FlipAttack, deadline: float) -> float:
+        """No domain nor maximum radius: grow the attack's radius until a flip is found."""
+        scale = max(1.0, float(np.max(np.abs(self.q.point), initial=0.0)))
+        r = GROW_START * scale
+        while r < GROW_LIMIT * scale and time.perf_counter() < deadline:
+            flip = attack.in_ball(r, self.norm, deadline)
+            if flip is not None:
+                self._add(flip)
+                return flip.distance
+            r *= 4.0
+        self.notes.append(f"no domain nor maximum radius, and no counterexample within {r:g}: the search is "
+                          f"limited to that radius")
+        return r
+
+    def _exact(self, search: float, lower: float) -> float:
+        """The MILP stage; returns the proven lower bound (search radius when nothing flips)."""
+        outer = min(search, self._upper())
+        if self.norm == "l2":
+            return self._exact_l2(outer, lower)
+        stage = self._solve(self.norm, outer, lower, outer)
+        return max(lower, stage.bound)
+
+    def _solve(self, norm: str, box_radius: float, t_lo: float, t_hi: float) -> ExactStage:
+        q = self.q
+        objective = "l2sq" if norm == "l2" else norm
+        to_radius = radius_units(objective)
+        stage = run_exact(
+            q, q.box(box_radius), lambda net, nb: build_radius_milp(net, nb, q.point, norm, q.flip, t_lo, t_hi),
+            "min", self.opts, self.budget, settle=lambda x: self.replay.settle(x), to_units=to_radius,
+            fallback=objective_units(objective, t_lo), on_progress=self.live.solver_hook(to_radius))
+        self.stages.append(stage)
+        self.notes.extend(stage.notes)
+        for flip in stage.flips:
+            self._add(flip)
+        self.live.update("milp", lower=min(stage.bound, t_hi))
+        return stage
+
+    def _exact_l2(self, outer: float, lower: float) -> float:
+        """l2: Gurobi's MIQP when possible, else the sound interval from the linf and l1 radii."""
+        q, opts = self.q, self.opts
+        reason = None
+        if opts.l2_method == "equivalence":
+            reason = "l2_method equivalence"
+        elif opts.backend not in ("auto", "gurobi"):
+            if opts.l2_method == "miqp":
+                raise BadInput(f"the exact l2 radius (MIQP) needs backend gurobi or auto, not {opts.backend}")
+            reason = f"backend {opts.backend}"
+        else:
+            gurobi = GurobiBackend()
+            reason = None if gurobi.available() else gurobi.unavailable_reason()
+            if reason is None:
+                from solvers.bounds import network_bounds
+
+                box = q.box(outer)
+                nb = network_bounds(q.net, np.array(box.lo), np.array(box.hi), "interval")
+                milp = build_radius_milp(q.net, nb, q.point, "l2", q.flip, lower, outer)
+                reason = None if milp is None else gurobi.unsupported_reason(milp.model)
+            if reason is not None and opts.l2_method == "miqp":
+                raise ModelTooLarge(f"the exact l2 radius needs Gurobi's MIQP: {reason}; use l2_method equivalence")
+        if reason is None:
+            self.method = "miqp"
+            return max(lower, self._solve("l2", outer, lower, outer).bound)
+        self.method = "equivalence"
+        self.notes.append(f"l2 radius bounded through the exact linf and l1 radii ({reason}): r2 >= max(r_inf, "
+                          "r1 / sqrt(n)); sound, not exact")
+        n = max(int(np.sum(q.movable)), 1)
+        r_inf = self._solve("linf", outer, 0.0, outer).bound
+        r_1 = self._solve("l1", outer, 0.0, sqrt_up(n) * outer * (1 + 1e-15)).bound if not self.budget.expired() else 0.0
+        return max(lower, min(r_inf, outer), min(down(r_1 / sqrt_up(n)), outer))
+
+    # ------------------------------------------------------------------ bookkeeping
+    def _add(self, flip: Flip | None) -> None:
+        if flip is not None:
+            self.flips.append(flip)
+            self.live.update("counterexample", upper=flip.distance)
+
+    def _upper(self) -> float:
+        return min((f.distance for f in self.flips), default=math.inf)
+
+    def _closed(self, lower: float) -> bool:
+        upper = self._upper()
+        return math.isfinite(upper) and upper - lower <= CLOSED_GAP * upper
+
+    def _finish(self, lower: float, search: float, cover: float) -> RobustnessRadius:
+        upper = self._upper()
+        statuses = {s.status for s in self.stages}
+        if lower > upper:
+            # both are proofs: only a bug in certify can get here; keep the counterexample (a fact)
+            self.notes.append(f"internal inconsistency: the proven lower bound {lower!r} exceeds the replayed "
+                              f"counterexample's distance {upper!r}; please report this model")
+            lower = upper
+        if "interrupted" in statuses:
+            status = "interrupted"
+        elif "time_limit" in statuses or (self.opts.exact and not self.stages and not self._closed(lower)
+                                          and lower < search and self.budget.expired()):
+            status = "time_limit"
+        elif self._closed(lower):
+            status = "optimal"
+        elif not math.isfinite(upper) and lower >= search:
+            status = "robust_within"
+            lower = search
+            if search >= cover:
+                self.notes.append("no point of the domain changes the class: lower is the radius that covers the domain")
+        else:
+            status = "open_gap"
+            if not self.opts.exact:
+                self.notes.append("exact=False: the fast certified bound and the attack only")
+            elif self.method == "milp":
+                self.notes.append("no replayed counterexample reaches the proven bound (a degenerate optimum)")
+        best = min(self.flips, key=lambda f: f.distance) if self.flips else None
+        return self._certificate(lower, best, status, search)
+
+    def _certificate(self, lower: float, flip: Flip | None, status: str, search: float) -> RobustnessRadius:
+        q = self.q
+        lo, hi = q.limits()
+        binding = None
+        if flip is not None:
+            rows = q.flip.C @ q.net.forward(flip.x)
+            others = [j for j in range(q.net.output_dim) if j != q.predicted]
+            binding = q.target if q.target is not None else others[int(np.argmin(rows))]
+        return RobustnessRadius(
+            lower=float(lower), upper=None if flip is None else flip.distance, status=status, certified=True,
+            box=inner_box(q.point, lower, self.norm, q.movable, lo, hi), input_norm=self.norm,
+            seconds=self.budget.elapsed(), notes=self.notes, predicted_class=q.predicted, target_class=q.target,
+            point=q.point, features=[int(i) for i in np.flatnonzero(q.movable)],
+            domain=None if q.domain is None else [q.domain[0].tolist(), q.domain[1].tolist()],
+            model=q.classifier.name, counterexample=None if flip is None else flip.x,
+            counterexample_class=None if flip is None else flip.label, binding_class=binding,
+            max_radius=None if not math.isfinite(self.max_radius) else self.max_radius, search_radius=search,
+            fast_lower=self.fast.lower, fast_method=self.fast.method, method=self.method,
+            backend="+".join(sorted({st.describe()["backend"] for st in self.stages})) or "none",
+            mip_gap=self.opts.mip_gap, time_limit=self.opts.time_limit, solver=_solver_summary(self.stages),
+            attack=self.attack_info, replay=None if flip is None else _replay_summary(flip, q))
+
+
+def _solver_summary(stages: list[ExactStage]) -> dict:
+    """The exact stages' statistics added up (one stage, or two for the l2 interval)."""
+    parts = [st.describe() for st in stages]
+    out = {key: sum(p[key] for p in parts) for key in ("nodes", "bound_seconds", "solver_seconds")}
+    out["unstable"] = max((p["unstable"] for p in parts), default=0)
+    out["binaries"] = max((p["binaries"] for p in parts), default=0)
+    proofs = [p["proof"] for p in parts if p["proof"]]
+    out["proof"] = {"seconds": sum(p["seconds"] for p in proofs), "nodes": sum(p["nodes"] for p in proofs),
+                    "complete": all(p["complete"] for p in proofs)} if proofs else {}
+    return out
+
+
+def _replay_summary(flip: Flip, q: FlipQuestion) -> dict:
+    out = {k: v for k, v in flip.to_dict().items() if k not in ("x", "distance")}
+    out["onnxruntime"] = q.classifier.reference.source
+    return out
+
+
+__all__ = ["robustness_radius"]
