@@ -79,8 +79,20 @@ def fold(weights, x0, features):
     return [(W[:, f], b + W[:, fixed] @ x0[fixed])] + list(weights[1:]), np.asarray(x0, float)[f]
 
 
+_REGIONS: dict[bytes, list] = {}
+
+
+def _regions(weights, lo, hi) -> list:
+    """`regions` cached per network and box (the tests ask several questions of one box)."""
+    key = b"".join(a.tobytes() for pair in weights for a in pair) + lo.tobytes() + hi.tobytes()
+    if key not in _REGIONS:
+        _REGIONS[key] = regions(weights, lo, hi)
+    return _REGIONS[key]
+
+
 def exact_radius(weights, x0, norm: str, target=None, domain=None, features=None, reach: float = 3.0) -> float:
-    """The robustness radius at x0 (ties are flips) within x0 +/- reach (and the domain)."""
+    """The robustness radius at x0 (ties are flips), searched within x0 +/- reach (and the domain);
+    raises when the answer could lie beyond that box."""
     x0 = np.asarray(x0, dtype=np.float64)
     c = int(np.argmax(forward(weights, x0)))
     weights, z0 = fold(weights, x0, features)
@@ -89,7 +101,7 @@ def exact_radius(weights, x0, norm: str, target=None, domain=None, features=None
         lo, hi = np.maximum(lo, domain[0]), np.minimum(hi, domain[1])
     m = weights[-1][0].shape[0]
     best = np.inf
-    for pattern in regions(weights, lo, hi):
+    for pattern in _regions(weights, lo, hi):
         G, h, A, a = _region(weights, pattern)
         if target is None:  # f_j - f_c >= 0, i.e. (A_c - A_j) x <= a_j - a_c
             rows = [(A[c] - A[j], a[j] - a[c]) for j in range(m) if j != c]
@@ -100,6 +112,9 @@ def exact_radius(weights, x0, norm: str, target=None, domain=None, features=None
             cands = [(np.vstack([G, extra]), np.r_[h, rhs])]
         for GG, hh in cands:
             best = min(best, _closest(norm, z0, lo, hi, GG, hh))
+    covered = domain is not None and np.all(z0 - reach <= domain[0]) and np.all(z0 + reach >= domain[1])
+    if best > reach and not covered:
+        raise ValueError(f"the radius may exceed the oracle's search box (reach {reach}); enlarge it")
     return best
 
 
@@ -123,3 +138,16 @@ def onnxruntime_outputs(path, x) -> np.ndarray:
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     out = sess.run(None, {inp.name: np.asarray(x, dtype=dtype).reshape(shape)})[0]
     return np.asarray(out, dtype=np.float64).reshape(-1)
+
+
+# ---------------------------------------------------------------------------- test networks
+def small_classifier(sizes, seed: int, spread: float = 1.0):
+    """Seeded random MLP weights; `spread` > 1 scales the first layer around [0, 1]^n's center
+    so that several classes share the unit box."""
+    from tests.lipschitz_oracles import random_weights
+
+    w = random_weights(sizes, seed)
+    if spread != 1.0:
+        W, b = w[0]
+        w[0] = (W * spread, b - 0.5 * spread * W.sum(axis=1))
+    return w

@@ -63,12 +63,8 @@ class SearchOptions:
 
 
 def parse_max_radius(value: Any) -> float:
-    """`max_radius`: a positive number (inf: no limit)."""
-    if value is None:
-        return math.inf
-    if isinstance(value, (int, float)) and value == math.inf:
-        return math.inf
-    return parse_positive(value, "max radius")
+    """`max_radius`: a positive finite number, or None for no limit (returned as inf)."""
+    return math.inf if value is None else parse_positive(value, "max radius")
 
 
 __all__ = ["ATTACK_SECONDS", "DEFAULT_BOUNDS", "DEFAULT_MIP_GAP", "DEFAULT_THREADS", "L2_METHODS", "NORMS",

@@ -35,7 +35,7 @@ from solvers.milp.gurobi import GurobiBackend
 from solvers.milp.robustness import build_radius_milp
 from solvers.norms import parse_norm
 from solvers.rounding import down, sqrt_up
-from solvers.runtime import Budget, ProgressCallback, interruptible
+from solvers.runtime import Budget, ProgressCallback, interrupted, interruptible
 
 from ..errors import BadInput
 from .attack import FlipAttack
@@ -126,13 +126,15 @@ class _RadiusSearch:
         if self.budget.deadline is not None:
             deadline = min(deadline, self.budget.deadline)
         t_attack = time.perf_counter()
-        if not math.isfinite(search):
-            search = self._grow(attack, deadline)
-        self.fast = FastBounds(q, self.opts.bounds).radius(self.norm, search, self.budget.deadline)
+        scale = max(1.0, float(np.max(np.abs(q.point), initial=0.0)))
+        fast_range = search if math.isfinite(search) else GROW_LIMIT * scale
+        self.fast = FastBounds(q, self.opts.bounds).radius(self.norm, fast_range, self.budget.deadline)
         self.live.update("fast bound", lower=self.fast.lower)
+        if not math.isfinite(search):
+            search = self._grow(attack, deadline, max(self.fast.lower, GROW_START * scale), GROW_LIMIT * scale)
         flip = attack.smallest(self.norm, min(search, self._upper()), deadline, lower=self.fast.lower)
         self._add(flip)
-        self.attack_info = {"seconds": time.perf_counter() - t_attack, "points": attack.points,
+        self.attack_info = {"seconds": time.perf_counter() - t_attack - self.fast.seconds, "points": attack.points,
                             "upper": None if flip is None else flip.distance, "replays": self.replay.replays}
         self.live.update("attack")
         lower = self.fast.lower
@@ -140,16 +142,16 @@ class _RadiusSearch:
             lower = self._exact(search, lower)
         return self._finish(lower, search, cover)
 
-    def _grow(self, attack: FlipAttack, deadline: float) -> float:
+    def _grow(self, attack: FlipAttack, deadline: float, start: float, limit: float) -> float:
         """No domain nor maximum radius: grow the attack's radius until a flip is found."""
-        scale = max(1.0, float(np.max(np.abs(self.q.point), initial=0.0)))
-        r = GROW_START * scale
-        while r < GROW_LIMIT * scale and time.perf_counter() < deadline:
+        r = start
+        while r < limit and time.perf_counter() < deadline:
             flip = attack.in_ball(r, self.norm, deadline)
             if flip is not None:
                 self._add(flip)
                 return flip.distance
             r *= 4.0
+        r = max(r, self.fast.lower)
         self.notes.append(f"no domain nor maximum radius, and no counterexample within {r:g}: the search is "
                           f"limited to that radius")
         return r
@@ -231,7 +233,7 @@ class _RadiusSearch:
             self.notes.append(f"internal inconsistency: the proven lower bound {lower!r} exceeds the replayed "
                               f"counterexample's distance {upper!r}; please report this model")
             lower = upper
-        if "interrupted" in statuses:
+        if "interrupted" in statuses or interrupted():
             status = "interrupted"
         elif "time_limit" in statuses or (self.opts.exact and not self.stages and not self._closed(lower)
                                           and lower < search and self.budget.expired()):
@@ -248,7 +250,9 @@ class _RadiusSearch:
             if not self.opts.exact:
                 self.notes.append("exact=False: the fast certified bound and the attack only")
             elif self.method == "milp":
-                self.notes.append("no replayed counterexample reaches the proven bound (a degenerate optimum)")
+                self.notes.append("the proven bound and the best replayed counterexample did not meet within 1e-6 (a "
+                                  "degenerate optimum, or a float32 runtime that needs the point further beyond the "
+                                  "decision boundary)")
         best = min(self.flips, key=lambda f: f.distance) if self.flips else None
         return self._certificate(lower, best, status, search)
 

@@ -22,7 +22,7 @@ from .geometry import distance_up
 from .question import FlipQuestion
 
 # how far `settle` moves a boundary point beyond it, relative to its distance from the anchor
-SETTLE_STEPS = (0.0, 1e-13, 1e-12, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5)
+SETTLE_STEPS = (0.0, 1e-13, 1e-12, 1e-11, 1e-10, 1e-9, 3e-9, 1e-8, 3e-8, 1e-7, 2e-7, 4e-7, 7e-7, 1e-6, 2e-6, 5e-6, 1e-5)
 
 
 @dataclass(frozen=True)
