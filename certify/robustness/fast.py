@@ -59,10 +59,15 @@ class FastBounds:
         self.bounds = "symbolic" if bounds == "lp" else bounds  # LP tightening is for the MILP only
         self.blocks = relu_blocks(question.net)
         self.weights = [b.weight for b in self.blocks]
+        self.margin0 = self.margins_at_point(question)
+        self.evaluations = 0
+
+    @staticmethod
+    def margins_at_point(question: FlipQuestion) -> np.ndarray:
+        """Sound lower bounds of the flip rows at the point itself."""
         x0 = question.point
         at_point = network_bounds(question.net, x0, x0, "interval")
-        self.margin0 = output_row_bounds(self.blocks, at_point, question.flip.C)[0]
-        self.evaluations = 0
+        return output_row_bounds(relu_blocks(question.net), at_point, question.flip.C)[0]
 
     def network_bounds(self, box: Box) -> NetworkBounds:
         self.evaluations += 1

@@ -38,7 +38,7 @@ from solvers.runtime import Budget, Progress, ProgressCallback, interrupted, int
 from ..errors import BadInput
 from .attack import FlipAttack
 from .certificate import RobustnessHyperrectangle
-from .exact import run_exact
+from .exact import BoxBounds, run_exact
 from .fast import FastBounds
 from .geometry import inner_box
 from .options import SearchOptions
@@ -111,6 +111,7 @@ class _Grow:
         self.lo_dom, self.hi_dom = q.limits()
         self.notes = list(q.notes)
         self.backends: set[str] = set()
+        self.bounds = BoxBounds(q, opts)
 
     def run(self) -> RobustnessHyperrectangle:
         q = self.q
@@ -204,7 +205,7 @@ class _Grow:
         outward = np.zeros(self.q.dim)
         outward[i] = (-1.0 if lower else 1.0) * abs(far - proven)
         stage = run_exact(
-            self.q, slab, lambda net, nb: build_side_milp(net, nb, i, "max" if lower else "min", self.q.flip),
+            self.q, self.bounds(slab, budget), lambda net, nb: build_side_milp(net, nb, i, "max" if lower else "min", self.q.flip),
             "max" if lower else "min", self.opts, budget,
             settle=lambda x: self.replay.settle(x, within=slab, direction=outward), to_units=float)
         self.notes.extend(stage.notes)

@@ -34,15 +34,15 @@ from solvers.milp.backends import ModelTooLarge
 from solvers.milp.gurobi import GurobiBackend
 from solvers.milp.robustness import build_radius_milp
 from solvers.norms import parse_norm
-from solvers.rounding import down, sqrt_up
+from solvers.rounding import down, sqrt_up, up
 from solvers.runtime import Budget, ProgressCallback, interrupted, interruptible
 
 from ..errors import BadInput
 from .attack import FlipAttack
 from .certificate import RobustnessRadius
-from .exact import ExactStage, objective_units, radius_units, run_exact
+from .exact import BoxBounds, ExactStage, objective_units, per_class, radius_units, run_exact
 from .fast import FastBounds, FastRadius
-from .geometry import cover_radius, inner_box
+from .geometry import cover_radius, distance_up, inner_box
 from .live import RadiusProgress
 from .options import SearchOptions, parse_max_radius
 from .question import Classifier, FlipQuestion
@@ -109,6 +109,8 @@ class _RadiusSearch:
         self.attack_info: dict = {}
         self.stages: list[ExactStage] = []
         self.method = "fast" if not opts.exact else "milp"
+        self.bounds = BoxBounds(q, opts)
+        self.grow_cut = False
 
     # ------------------------------------------------------------------ the stages
     def run(self) -> RobustnessRadius:
@@ -152,6 +154,8 @@ class _RadiusSearch:
                 return flip.distance
             r *= 4.0
         r = max(r, self.fast.lower)
+        if r < limit:  # the attack's time ran out first: the search radius is not a chosen limit
+            self.grow_cut = True
         self.notes.append(f"no domain nor maximum radius, and no counterexample within {r:g}: the search is "
                           f"limited to that radius")
         return r
@@ -161,23 +165,60 @@ class _RadiusSearch:
         outer = min(search, self._upper())
         if self.norm == "l2":
             return self._exact_l2(outer, lower)
-        stage = self._solve(self.norm, outer, lower, outer)
-        return max(lower, stage.bound)
+        return max(lower, self._solve(self.norm, outer, lower, outer))
 
-    def _solve(self, norm: str, box_radius: float, t_lo: float, t_hi: float) -> ExactStage:
+    def _solve(self, norm: str, box_radius: float, t_lo: float, t_hi: float) -> float:
+        """A proven lower bound of the `norm` radius over the box of `box_radius`, searching
+        t_lo <= t <= t_hi: one MILP per competing class (`exact.per_class`), the most promising
+        first; each later one searches only below the best counterexample found so far (a class
+        without flips below it cannot hold the radius)."""
         q = self.q
         objective = "l2sq" if norm == "l2" else norm
         to_radius = radius_units(objective)
-        stage = run_exact(
-            q, q.box(box_radius), lambda net, nb: build_radius_milp(net, nb, q.point, norm, q.flip, t_lo, t_hi),
-            "min", self.opts, self.budget, settle=lambda x: self.replay.settle(x), to_units=to_radius,
-            fallback=objective_units(objective, t_lo), on_progress=self.live.solver_hook(to_radius))
-        self.stages.append(stage)
-        self.notes.extend(stage.notes)
-        for flip in stage.flips:
-            self._add(flip)
-        self.live.update("milp", lower=min(stage.bound, t_hi))
-        return stage
+        parts = per_class(q.flip, self._class_order())
+        found: list[float] = []
+        solved = 0
+        for k, rows in enumerate(parts):
+            hi = min(t_hi, self._upper(norm))
+            if hi < t_lo or self.budget.expired():
+                break
+            rem = self.budget.remaining()
+            share = Budget(None if rem is None else max(rem, 0.0) / (len(parts) - k))
+            nb = self.bounds(q.box(min(box_radius, hi)), share)
+            stage = run_exact(
+                q, nb, lambda net, nb: build_radius_milp(net, nb, q.point, norm, rows, t_lo, hi), "min", self.opts,
+                share, settle=lambda x: self.replay.settle(x), to_units=to_radius,
+                fallback=objective_units(objective, t_lo), on_progress=self.live.solver_hook(to_radius))
+            self.stages.append(stage)
+            solved += 1
+            for flip in stage.flips:
+                self._add(flip)
+            if math.isfinite(stage.bound):  # (+inf: no flip to this class within hi)
+                found.append(stage.bound)
+                self.notes.extend(stage.notes)
+            else:  # (the solver's "infeasible" is discarded by the policy and re-proven: expected here)
+                self.notes.extend(n for n in stage.notes if "reported the model infeasible" not in n)
+        # a class never solved may hold a flip anywhere above t_lo: only t_lo is proven then
+        skipped = self.budget.expired() and solved < len(parts)
+        proven = min(found + [min(t_hi, self._upper(norm))]) if not skipped else min(found + [t_lo])
+        if skipped:
+            self.stages.append(ExactStage(t_lo, timed_out=True,
+                                          notes=[f"the time limit ended the per-class MILPs early ({solved} of {len(parts)})"]))
+        self.live.update("milp", lower=proven if norm == self.norm else None)
+        return proven
+
+    def _class_order(self) -> list[int]:
+        """Rows of the question's flip: the best counterexample's class first, then by the sound
+        margin at the point (smallest first)."""
+        q = self.q
+        margins = FastBounds.margins_at_point(q)
+        order = [int(k) for k in np.argsort(margins, kind="stable")]
+        if self.flips and q.flip.mode == "any":
+            best = min(self.flips, key=lambda f: f.distance)
+            first = int(np.argmin(q.flip.C @ q.net.forward(best.x)))
+            order.remove(first)
+            order.insert(0, first)
+        return order
 
     def _exact_l2(self, outer: float, lower: float) -> float:
         """l2: Gurobi's MIQP when possible, else the sound interval from the linf and l1 radii."""
@@ -193,23 +234,21 @@ class _RadiusSearch:
             gurobi = GurobiBackend()
             reason = None if gurobi.available() else gurobi.unavailable_reason()
             if reason is None:
-                from solvers.bounds import network_bounds
-
-                box = q.box(outer)
-                nb = network_bounds(q.net, np.array(box.lo), np.array(box.hi), "interval")
-                milp = build_radius_milp(q.net, nb, q.point, "l2", q.flip, lower, outer)
+                nb = self.bounds(q.box(outer), self.budget)
+                milp = build_radius_milp(q.net, nb, q.point, "l2", per_class(q.flip)[0], lower, outer)
                 reason = None if milp is None else gurobi.unsupported_reason(milp.model)
             if reason is not None and opts.l2_method == "miqp":
                 raise ModelTooLarge(f"the exact l2 radius needs Gurobi's MIQP: {reason}; use l2_method equivalence")
         if reason is None:
             self.method = "miqp"
-            return max(lower, self._solve("l2", outer, lower, outer).bound)
+            return max(lower, self._solve("l2", outer, lower, outer))
         self.method = "equivalence"
         self.notes.append(f"l2 radius bounded through the exact linf and l1 radii ({reason}): r2 >= max(r_inf, "
                           "r1 / sqrt(n)); sound, not exact")
         n = max(int(np.sum(q.movable)), 1)
-        r_inf = self._solve("linf", outer, 0.0, outer).bound
-        r_1 = self._solve("l1", outer, 0.0, sqrt_up(n) * outer * (1 + 1e-15)).bound if not self.budget.expired() else 0.0
+        # every flip within l2 distance `outer` has linf distance <= outer and l1 distance <= sqrt(n) outer
+        r_inf = self._solve("linf", outer, 0.0, outer)
+        r_1 = self._solve("l1", outer, 0.0, up(sqrt_up(n) * outer)) if not self.budget.expired() else 0.0
         return max(lower, min(r_inf, outer), min(down(r_1 / sqrt_up(n)), outer))
 
     # ------------------------------------------------------------------ bookkeeping
@@ -218,8 +257,11 @@ class _RadiusSearch:
             self.flips.append(flip)
             self.live.update("counterexample", upper=flip.distance)
 
-    def _upper(self) -> float:
-        return min((f.distance for f in self.flips), default=math.inf)
+    def _upper(self, norm: str | None = None) -> float:
+        """The best counterexample's distance (in `norm`, default the question's)."""
+        if norm is None or norm == self.norm:
+            return min((f.distance for f in self.flips), default=math.inf)
+        return min((distance_up(f.x, self.q.point, norm) for f in self.flips), default=math.inf)
 
     def _closed(self, lower: float) -> bool:
         upper = self._upper()
@@ -235,8 +277,8 @@ class _RadiusSearch:
             lower = upper
         if "interrupted" in statuses or interrupted():
             status = "interrupted"
-        elif "time_limit" in statuses or (self.opts.exact and not self.stages and not self._closed(lower)
-                                          and lower < search and self.budget.expired()):
+        elif "time_limit" in statuses or self.grow_cut or (self.opts.exact and not self.stages and not self._closed(lower)
+                                                           and lower < search and self.budget.expired()):
             status = "time_limit"
         elif self._closed(lower):
             status = "optimal"
