@@ -316,7 +316,7 @@ class _RadiusSearch:
             counterexample_class=None if flip is None else flip.label, binding_class=binding,
             max_radius=None if not math.isfinite(self.max_radius) else self.max_radius, search_radius=search,
             fast_lower=self.fast.lower, fast_method=self.fast.method, method=self.method,
-            backend="+".join(sorted({st.describe()["backend"] for st in self.stages})) or "none",
+            backend="+".join(sorted({st.describe()["backend"] for st in self.stages} - {"none"})) or "none",
             mip_gap=self.opts.mip_gap, time_limit=self.opts.time_limit, solver=_solver_summary(self.stages),
             attack=self.attack_info, replay=None if flip is None else _replay_summary(flip, q))
 
