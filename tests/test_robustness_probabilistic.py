@@ -22,6 +22,8 @@ def test_sample_count_is_hoeffdings():
 
 
 def test_probabilistic_radius_is_not_below_the_exact_radius():
+    """Below the exact radius no sample can flip, so every test there passes: correct code meets
+    the issue's criterion (>= (1 - omega) of the runs) with certainty (false-alarm rate 0)."""
     w = small_classifier((3, 8, 4), 1)
     net = sequential(w)
     x0 = np.array([0.14, 0.45, -0.3])
@@ -33,6 +35,32 @@ def test_probabilistic_radius_is_not_below_the_exact_radius():
         assert p.status == "probabilistic" and not p.certified and p.to_dict()["certified"] is False
         ok += p.lower >= exact - p.precision
     assert ok >= math.ceil((1 - omega) * runs)
+
+
+def test_the_statement_holds_in_repeated_runs():
+    """The guarantee itself: with probability >= 1 - omega at most a fraction tau of the box of
+    radius `lower` (within the domain) flips. Each run's flip fraction is measured by an
+    independent Monte Carlo estimate (m = 200000 points; it exceeds the truth by SLACK = 0.005 with
+    probability <= exp(-2 m SLACK^2) = 4.5e-5). A run violates the statement with probability
+    <= omega + 4.5e-5 =: p; we allow up to 4 violations of 20 runs: for a correct implementation
+    the false-alarm rate is P(Binomial(20, p) >= 5) <= 2.7e-3 (in the worst case; the union bound
+    over the search makes the real rate far lower). Seeds are fixed, so the run is reproducible."""
+    w = small_classifier((3, 8, 4), 1)
+    net = sequential(w)
+    x0 = np.array([0.14, 0.45, -0.3])
+    omega, tau, runs, slack, m = 0.05, 0.05, 20, 0.005, 200_000
+    c = int(np.argmax(forward(w, x0)))
+    check = np.random.default_rng(12345)
+    violations = 0
+    for seed in range(runs):
+        p = certify.probabilistic_radius(net, x0, domain=(-1, 1), omega=omega, tau=tau, seed=seed)
+        X = check.uniform(p.box.lo, p.box.hi, size=(m, 3))
+        Y = net.forward(X)
+        others = np.max(np.delete(Y, c, axis=1), axis=1)
+        violations += float(np.mean(others >= Y[:, c])) > tau + slack
+    false_alarm = 1 - sum(math.comb(runs, k) * (omega + 4.5e-5) ** k * (1 - omega - 4.5e-5) ** (runs - k) for k in range(5))
+    assert false_alarm <= 2.7e-3
+    assert violations <= 4
 
 
 def test_black_box_classifiers():
