@@ -38,7 +38,7 @@ def test_radius_json(cli, model):
 def test_radius_human_output_and_max_radius(cli, model):
     w, path = model
     r = cli("radius", path, "--point", ",".join(map(str, X0)), "--max-radius", "0.01")
-    assert r.code == 0 and "robust_within" in r.out
+    assert r.code == 0 and "robust_within" in r.out and "radius >= 0.01" in r.out
     neg = cli("radius", path, "--point", "-0.2,0.3,0.1", "--no-exact", "--json")  # a leading minus is a value
     assert neg.code == 0 and neg.json()["status"] in ("open_gap", "optimal")
 

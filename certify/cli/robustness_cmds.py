@@ -141,7 +141,8 @@ def _print_radius(r: dict) -> None:
     c.print(f"[bold]robustness radius[/bold] ({r['input_norm']}, class {r['predicted_class']} -> {target})")
     up = "-" if r["upper"] is None else fmt(r["upper"], 9)
     c.print(f"  interval        [{fmt(r['lower'], 9)}, {up}]  status {r['status']}"
-            + (f"  radius {fmt(r['radius'], 9)}" if r["radius"] is not None else ""))
+            + (f"  radius {fmt(r['radius'], 9)}" if r["radius"] is not None else "")
+            + (f"  radius >= {fmt(r['lower'], 9)}" if r["status"] == "robust_within" else ""))
     c.print(f"  fast bound      {fmt(r['fast_lower'], 6)} ({r['fast_method']})")
     s = r["solver"]
     if s:
