@@ -117,6 +117,23 @@ def test_a_short_time_limit_keeps_a_sound_interval(onnx_nets):
     assert cert.status in ("time_limit", "optimal", "open_gap")
 
 
+@pytest.mark.parametrize("time_limit", [0.03, 0.06, 0.1, 0.15, 0.3])
+def test_per_class_milps_cut_short_stay_sound(time_limit):
+    """Time limits that end the per-class MILPs part-way: the interval is still sound, and a
+    status other than optimal says why."""
+    w = small_classifier((3, 8, 4), 1)
+    x0 = np.array([0.14, 0.45, -0.3])
+    oracle = exact_radius(w, x0, "l1", domain=DOMAIN)
+    cert = certify.robustness_radius(sequential(w), x0, norm="l1", domain=DOMAIN, time_limit=time_limit,
+                                     attack_seconds=0.0, backend="highs")
+    why = (oracle, cert.lower, cert.upper, cert.status, cert.notes, cert.solver)
+    assert cert.lower <= oracle + 1e-9 and (cert.upper is None or cert.upper >= oracle - 1e-9), why
+    if cert.status == "optimal":
+        assert abs(cert.lower - oracle) <= 1e-6, why
+    else:
+        assert cert.status == "time_limit", why
+
+
 def test_a_tie_at_the_point_is_a_flip():
     # two logits equal at x0 = 0: f_0 = x_0, f_1 = -x_0 (ties count as flips)
     net = sequential([(np.array([[1.0, 0.0], [-1.0, 0.0]]), np.zeros(2))])

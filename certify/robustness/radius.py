@@ -202,8 +202,9 @@ class _RadiusSearch:
         skipped = self.budget.expired() and solved < len(parts)
         proven = min(found + [min(t_hi, self._upper(norm))]) if not skipped else min(found + [t_lo])
         if skipped:
-            self.stages.append(ExactStage(t_lo, timed_out=True,
-                                          notes=[f"the time limit ended the per-class MILPs early ({solved} of {len(parts)})"]))
+            note = f"the time limit ended the per-class MILPs early ({solved} of {len(parts)} solved)"
+            self.stages.append(ExactStage(t_lo, timed_out=True, notes=[note]))
+            self.notes.append(note)
         self.live.update("milp", lower=proven if norm == self.norm else None)
         return proven
 
@@ -277,8 +278,9 @@ class _RadiusSearch:
             lower = upper
         if "interrupted" in statuses or interrupted():
             status = "interrupted"
-        elif "time_limit" in statuses or self.grow_cut or (self.opts.exact and not self.stages and not self._closed(lower)
+        elif "time_limit" in statuses or self.grow_cut or (self.opts.exact and not self._closed(lower)
                                                            and lower < search and self.budget.expired()):
+            # (also when every MILP closed its bound but the time ran out before a counterexample met it)
             status = "time_limit"
         elif self._closed(lower):
             status = "optimal"
