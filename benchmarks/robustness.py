@@ -230,19 +230,10 @@ def write_csv(rows: list[dict], fields: list[str], path: Path) -> None:
 
 
 def read_csv(path: Path) -> list[dict]:
-    """Rows written by `write_csv`, numbers parsed back (empty cells: None)."""
-    def value(v: str):
-        if v == "":
-            return None
-        try:
-            return int(v)
-        except ValueError:
-            try:
-                return float(v)
-            except ValueError:
-                return v
-    with open(path, newline="") as f:
-        return [{k: value(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    """Rows written by `write_csv`, numbers parsed back, empty cells as None."""
+    from benchmarks.lipschitz_milp import _read_csv
+
+    return [{k: None if v == "" else v for k, v in row.items()} for row in _read_csv(path)]
 
 
 def main(argv: list[str] | None = None) -> None:
