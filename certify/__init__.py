@@ -36,6 +36,7 @@ _LAZY: dict[str, str] = {
         "make_mechanism", "rho", "utility", "smallest_epsilon", "compare_mechanisms", "empirical_rho",
         "linear_radius", "linear_hyperrectangle", "load_sklearn")},
     **{name: "certify.verify" for name in ("verify", "load_vnnlib", "parse_vnnlib", "VerificationResult")},
+    **{name: "certify.robustness" for name in ("robustness_radius", "robustness_hyperrectangle", "probabilistic_radius")},
 }
 
 

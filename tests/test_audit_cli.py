@@ -22,10 +22,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from certify.cli import build_parser, main
-from models.zoo import acasxu_path, vnncomp_test_path
+from models.zoo import acasxu_path, lipmip_suite_path, vnncomp_test_path
 from tests.conftest import assert_bad_input
 
 SMALL = str(vnncomp_test_path("test_small"))  # 1 input -> 1 output
+CLASSIFIER = str(lipmip_suite_path("lipmip_2-16-16-2"))  # 2 inputs -> 2 classes (class 1 around 0.5,0.5)
 PROP = str(vnncomp_test_path("test_small")).replace(".onnx", ".vnnlib")
 REPO = Path(__file__).resolve().parents[1]
 
@@ -158,6 +159,9 @@ NORM = st.one_of(st.sampled_from(["l3", "L0", "", "2.5", "l1,l2", "\u221e", "lna
 DOMAIN = st.sampled_from(["1,0", "0,0", "0", "a,b", "nan,1", "0,inf", "0,1,2", "@missing.csv", "@" + FILES["dir"], ""])
 WORD = st.text(min_size=0, max_size=10).map(lambda s: "no-such-" + s)
 COUNT = _values("0", "-1", "1.5")
+VECTOR_2 = st.sampled_from(["1", "1,2,3", "", ",", "nan,1", "1,inf", "@missing.npy", "@" + FILES["npy3"], "a,b"])
+CLASS = st.sampled_from(["2", "-1", "a", "1.5", "nan", "1"])  # (1 is the predicted class: not a target)
+FEATURES = st.sampled_from(["2", "0,0", "-1", "a", "0.5", ""])
 
 # each subcommand: a valid command line and the slots (option -> strategy of bad values) to break
 CASES: dict[str, tuple[list[str], dict[str, st.SearchStrategy[str]]]] = {
@@ -179,6 +183,13 @@ CASES: dict[str, tuple[list[str], dict[str, st.SearchStrategy[str]]]] = {
                  "--box": st.sampled_from(["0.8:0.2", "a:b", "0.2", "", "0.2:0.8,0.1:0.2", "-1:2", "nan:1"]),
                  "--delta": DELTA}),
     "verify": ([SMALL, PROP, "--timeout", "5"], {"MODEL": MODEL, "PROPERTY": MODEL, "--timeout": POSITIVE}),
+    "radius": ([CLASSIFIER, "--point", "0.5,0.5", "--backend", "highs", "--time-limit", "30"],
+               {"MODEL": MODEL, "--point": VECTOR_2, "--norm": NORM, "--domain": DOMAIN, "--max-radius": POSITIVE,
+                "--target-class": CLASS, "--features": FEATURES, "--time-limit": POSITIVE, "--threads": COUNT,
+                "--mip-gap": _values("-1", "1", "nan", "inf")}),
+    "hyperrectangle": ([CLASSIFIER, "--point", "0.5,0.5", "--backend", "highs"],
+                       {"MODEL": MODEL, "--point": VECTOR_2, "--domain": DOMAIN, "--target-class": CLASS,
+                        "--features": FEATURES, "--time-limit": POSITIVE}),
     "chain": (["--epsilon", "1", "--delta", "1e-5", "--alpha", "0.1", "--beta", "0.3"],
               {"--epsilon": POSITIVE, "--delta": DELTA, "--alpha": POSITIVE, "--beta": POSITIVE}),
 }

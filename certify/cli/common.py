@@ -95,3 +95,8 @@ def console():
 
 def fmt(x: float, digits: int = 6) -> str:
     return f"{x:.{digits}g}" if isinstance(x, (int, float, np.floating)) else str(x)
+
+
+def short_vector(v, digits: int = 6, shown: int = 8) -> str:
+    """`[a, b, ...]`: the first `shown` entries of a long vector."""
+    return "[" + ", ".join(fmt(x, digits) for x in list(v)[:shown]) + (", ...]" if len(v) > shown else "]")

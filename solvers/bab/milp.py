@@ -127,6 +127,8 @@ class _MilpProof:
                 cuts_ok = True
                 break
             out = self.lp.maximize(c)
+            if out.x is None:  # the cuts made the node infeasible (or the LP failed): nothing left to cut
+                break
         upper = self._finish(out.bound, const, slack)
         if node.branched is not None and math.isfinite(node.parent_bound) and math.isfinite(upper):
             v, d = node.branched

@@ -1,0 +1,175 @@
+"""Falsification for robustness questions: seeded PGD toward flips in a norm ball or a box.
+
+The loss is the flip margin of the question (min over the untargeted margins f_c - f_j, max over
+the targeted ones f_j - f_k), with exact float64 backprop through the fused network
+(`certify.verify.attack.BatchNet`). Steps: signed gradients (linf, boxes), normalised gradients
+(l2), the largest coordinates of the gradient (l1); projection on the ball, then on the domain
+box (which keeps the ball: clipping toward a box that contains x0 shortens every coordinate).
+A point found is pulled back toward x0 along its segment while it still flips, then replayed
+(`replay.FlipReplay`): only replayed points are returned. `smallest` searches the smallest radius
+with a flip by bisection over PGD runs: an upper bound of the exact radius, never a proof.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from models.box import Box
+
+from ..verify.attack import BatchNet
+from .question import FlipQuestion
+from .replay import Flip, FlipReplay
+
+STEPS = 40
+RESTARTS = 8
+# bisection rounds of `smallest` and the relative precision at which it stops
+ROUNDS = 12
+PRECISION = 1e-4
+
+
+class FlipAttack:
+    """PGD on one question; `seed` makes every run reproducible."""
+
+    def __init__(self, question: FlipQuestion, replay: FlipReplay, seed: int = 0) -> None:
+        self.q, self.replay = question, replay
+        self.batch = BatchNet(question.net)
+        self.rng = np.random.default_rng(seed)
+        self.C = question.flip.C
+        self.any = question.flip.mode == "any"
+        self.points = 0
+
+    # ------------------------------------------------------------------ loss
+    def margins(self, X: np.ndarray) -> np.ndarray:
+        Y, _ = self.batch.forward(X)
+        self.points += len(X)
+        V = Y @ self.C.T
+        return V.min(axis=1) if self.any else V.max(axis=1)
+
+    def _margin_grad(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        Y, masks = self.batch.forward(X)
+        self.points += len(X)
+        V = Y @ self.C.T
+        pick = V.argmin(axis=1) if self.any else V.argmax(axis=1)
+        g = self.batch.backward(masks, self.C[pick])
+        g[:, ~self.q.movable] = 0.0
+        return V[np.arange(len(X)), pick], g
+
+    # ------------------------------------------------------------------ PGD
+    def _descend(self, X: np.ndarray, project, step_size, steps: int, deadline: float) -> np.ndarray:
+        """PGD from the rows of X; returns the points that flip in the batched evaluation."""
+        found = []
+        for t in range(steps):
+            m, g = self._margin_grad(X)
+            if np.any(m <= 0):
+                found.append(X[m <= 0])
+            if time.perf_counter() > deadline:
+                break
+            X = project(X - step_size(g, 0.25 * (1.0 - t / steps) + 0.02))
+        m = self.margins(X)
+        found.append(X[m <= 0])
+        return np.vstack(found) if found else np.zeros((0, self.q.dim))
+
+    def _pull_back(self, X: np.ndarray) -> np.ndarray:
+        """Each flipping point moved toward x0 along its segment while it still flips (bisection)."""
+        x0 = self.q.point
+        lo, hi = np.zeros(len(X)), np.ones(len(X))
+        for _ in range(30):
+            mid = 0.5 * (lo + hi)
+            m = self.margins(x0 + mid[:, None] * (X - x0))
+            hi = np.where(m <= 0, mid, hi)
+            lo = np.where(m <= 0, lo, mid)
+        return x0 + hi[:, None] * (X - x0)
+
+    def _best_replayed(self, X: np.ndarray, within: Box | None, key) -> Flip | None:
+        """The best (by `key`) candidate that replays, trying the most promising few."""
+        if not len(X):
+            return None
+        order = np.argsort([key(x) for x in X])[:8]
+        for i in order:
+            flip = self.replay.settle(X[i], within=within)
+            if flip is not None:
+                return flip
+        return None
+
+    # ------------------------------------------------------------------ regions
+    def in_ball(self, radius: float, norm: str, deadline: float, restarts: int = RESTARTS) -> Flip | None:
+        """A replayed flip with ||x - x0|| <= radius (norm), or None."""
+        x0, free = self.q.point, self.q.movable
+        lo, hi = self.q.limits()
+        box_lo, box_hi = np.maximum(x0 - radius, lo), np.minimum(x0 + radius, hi)
+
+        def project(X):
+            D = X - x0
+            if norm == "l2":
+                n = np.linalg.norm(D, axis=1, keepdims=True)
+                D = D * np.minimum(1.0, radius / np.maximum(n, 1e-300))
+            elif norm == "l1":
+                D = _project_l1(D, radius)
+            return np.clip(x0 + D, box_lo, box_hi)
+
+        def step(g, frac):
+            if norm == "linf":
+                return frac * radius * np.sign(g)
+            if norm == "l2":
+                return frac * radius * g / np.maximum(np.linalg.norm(g, axis=1, keepdims=True), 1e-300)
+            k = max(1, int(math.ceil(0.05 * np.sum(free))))
+            top = np.argsort(-np.abs(g), axis=1)[:, :k]
+            out = np.zeros_like(g)
+            np.put_along_axis(out, top, np.sign(np.take_along_axis(g, top, axis=1)), axis=1)
+            return frac * radius / k * 4.0 * out
+
+        starts = np.vstack([x0[None], project(x0 + self.rng.uniform(-radius, radius, (restarts - 1, x0.size)) * free)])
+        X = self._descend(starts, project, step, STEPS, deadline)
+        if len(X):
+            X = self._pull_back(X)
+        return self._best_replayed(X, None, lambda x: np.linalg.norm(x - x0, ord={"linf": np.inf, "l1": 1, "l2": 2}[norm]))
+
+    def in_box(self, box: Box, deadline: float, key=None, restarts: int = RESTARTS) -> Flip | None:
+        """A replayed flip inside `box` (the best by `key`, default the flip margin), or None."""
+        width = box.hi - box.lo
+
+        def project(X):
+            return np.clip(X, box.lo, box.hi)
+
+        starts = np.vstack([box.mid[None], box.lo + self.rng.random((restarts - 1, box.dim)) * width])
+        X = self._descend(starts, project, lambda g, frac: frac * width * np.sign(g), STEPS, deadline)
+        return self._best_replayed(X, box, key or (lambda x: float(self.margins(x[None])[0])))
+
+    def smallest(self, norm: str, radius: float, deadline: float, lower: float = 0.0) -> Flip | None:
+        """The smallest-radius flip found: PGD at `radius`, then bisection on the radius between
+        `lower` and the best flip so far (an upper bound of the exact radius)."""
+        best = self.in_ball(radius, norm, deadline)
+        if best is None:
+            return None
+        lo = float(lower)
+        for _ in range(ROUNDS):
+            if time.perf_counter() > deadline or best.distance - lo <= PRECISION * best.distance:
+                break
+            mid = 0.5 * (lo + best.distance)
+            flip = self.in_ball(mid, norm, deadline)
+            if flip is not None and flip.distance < best.distance:
+                best = flip
+            else:
+                lo = mid
+        return best
+
+
+def _project_l1(D: np.ndarray, radius: float) -> np.ndarray:
+    """Rows of D projected on the l1 ball of the radius (Duchi et al. 2008, by sorting)."""
+    a = np.abs(D)
+    inside = a.sum(axis=1) <= radius
+    if np.all(inside):
+        return D
+    s = -np.sort(-a, axis=1)
+    cums = np.cumsum(s, axis=1) - radius
+    k = np.arange(1, D.shape[1] + 1)
+    rho = np.sum(s * k > cums, axis=1)
+    theta = np.maximum(cums[np.arange(len(D)), rho - 1] / rho, 0.0)
+    out = np.sign(D) * np.maximum(a - theta[:, None], 0.0)
+    return np.where(inside[:, None], D, out)
+
+
+__all__ = ["FlipAttack"]

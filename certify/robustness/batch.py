@@ -1,0 +1,125 @@
+"""Robustness radii of many points: a points file in, one JSON line per point out (resumable).
+
+Points files: `.npy` (a 2-D float array, never unpickled), `.csv` (one point per row; a header
+line is skipped), `.json` (a list of points) or `.jsonl` (one point per line: a list, or an
+object with "point"). The run goes through `certify.batch.run_batch`: a progress bar, results
+appended to the output as they finish, rows already in it skipped, local processes or Dask.
+Each row is the point's certificate (`RobustnessRadius.to_dict()`) plus its `index`; a point
+that is bad input gets a row with `status` "error" and the message, the others still run.
+`write_csv` writes the summary table (index, predicted class, lower, upper, radius, status,
+seconds).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from typing import Any
+
+import numpy as np
+
+from ..batch import run_batch
+from ..errors import BadInput
+
+CSV_COLUMNS = ("index", "predicted_class", "lower", "upper", "radius", "status", "seconds")
+_MODELS: dict[str, Any] = {}  # a worker loads each model file once
+
+
+def read_points(path: str | os.PathLike, dim: int | None = None) -> np.ndarray:
+    """The points of a .npy / .csv / .json / .jsonl file as a (k, n) float64 array."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise BadInput(f"points file {path} does not exist" if not os.path.isdir(path) else f"{path} is a directory")
+    ext = os.path.splitext(path)[1].lower()
+    try:
+        if ext == ".npy":
+            arr = np.load(path, allow_pickle=False)
+        elif ext == ".csv":
+            arr = _read_csv(path)
+        elif ext == ".json":
+            with open(path) as fh:
+                arr = json.load(fh)
+        elif ext in (".jsonl", ".ndjson"):
+            with open(path) as fh:
+                rows = [json.loads(line) for line in fh if line.strip()]
+            arr = [r["point"] if isinstance(r, dict) else r for r in rows]
+        else:
+            raise BadInput(f"points file {path}: unsupported type {ext or '(none)'}; use .npy, .csv, .json or .jsonl")
+        points = np.asarray(arr, dtype=np.float64)
+    except BadInput:
+        raise
+    except (ValueError, TypeError, KeyError, OSError, json.JSONDecodeError) as exc:
+        raise BadInput(f"points file {path}: cannot read it as rows of numbers ({str(exc).splitlines()[0][:120]})") from None
+    if points.ndim == 1 and dim is not None and points.size == dim:
+        points = points[None]
+    if points.ndim != 2 or points.shape[0] == 0:
+        raise BadInput(f"points file {path}: expected one point per row (a 2-D table), got shape {list(points.shape)}")
+    if dim is not None and points.shape[1] != dim:
+        raise BadInput(f"points file {path}: rows have {points.shape[1]} values but the model takes {dim} inputs")
+    if not np.all(np.isfinite(points)):
+        bad = int(np.flatnonzero(~np.all(np.isfinite(points), axis=1))[0])
+        raise BadInput(f"points file {path}: row {bad} contains NaN or inf")
+    return points
+
+
+def _read_csv(path: str) -> np.ndarray:
+    with open(path, newline="") as fh:
+        rows = [r for r in csv.reader(fh) if r and any(c.strip() for c in r)]
+    if rows:
+        try:
+            [float(c) for c in rows[0]]
+        except ValueError:
+            rows = rows[1:]  # a header line
+    return np.asarray([[float(c) for c in r] for r in rows], dtype=np.float64)
+
+
+def _radius_task(index: int, point: list[float], *, model: Any, options: dict) -> dict:
+    """One point of the batch (runs in a worker: the model file is loaded once per process)."""
+    from .radius import robustness_radius
+
+    if isinstance(model, (str, os.PathLike)):
+        key = os.fspath(model)
+        if key not in _MODELS:
+            from .question import Classifier
+
+            _MODELS[key] = Classifier.of(key)
+        model = _MODELS[key]
+    try:
+        return robustness_radius(model, np.asarray(point), **options).to_dict()
+    except BadInput as exc:
+        return {"status": "error", "error": " ".join(str(exc).split())}
+
+
+def radius_batch(model: Any, points: Any, *, out: str | os.PathLike | None = None, workers: int = 1,
+                 scheduler: str | None = None, progress: bool | None = None, **options: Any) -> list[dict]:
+    """`robustness_radius` for every point (a (k, n) array or a points file); rows in point order.
+
+    `out`: the JSON-lines file results are appended to (rerunning skips the points already
+    there); `workers`, `scheduler`: local processes or a Dask cluster (`certify.batch`); options
+    as `robustness_radius` (a `time_limit` applies per point)."""
+    if isinstance(points, (str, os.PathLike)):
+        points = read_points(points)
+    points = np.asarray(points, dtype=np.float64)
+    if points.ndim != 2:
+        raise BadInput("points must be a 2-D array (one point per row) or a points file")
+    items = [p.tolist() for p in points]
+    return run_batch(_radius_task, items, out=out, context={"model": model, "options": options}, workers=workers,
+                     scheduler=scheduler, progress=progress, description="radius")
+
+
+def write_csv(rows: list[dict], path: str | os.PathLike) -> None:
+    """The summary table of a batch (one line per point)."""
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(CSV_COLUMNS)
+        for row in rows:
+            w.writerow(["" if row.get(c) is None else _cell(row.get(c)) for c in CSV_COLUMNS])
+
+
+def _cell(v: Any) -> Any:
+    return repr(v) if isinstance(v, float) and math.isfinite(v) else v
+
+
+__all__ = ["CSV_COLUMNS", "radius_batch", "read_points", "write_csv"]
