@@ -380,7 +380,8 @@ def _radius_cert(ctx: _Ctx, t0: float, R: Fraction | None, w, dw) -> TreeRobustn
         cover = float(np.max(np.where(ctx.movable, np.maximum(ctx.x0 - ctx.lo, ctx.hi - ctx.x0), 0.0)))
         ctx.notes.append("no point of the domain changes the class: lower is the radius that covers the domain")
         return _cert(ctx, t0, lower=cover, upper=None, status=Status.ROBUST_WITHIN if ctx.status == Status.OPTIMAL
-                     else ctx.status, box=Box.from_bounds(blo, bhi), result="radius")
+                     else ctx.status, box=Box.from_bounds(blo, bhi) if np.isfinite(blo).all() and np.isfinite(bhi).all() else None,
+                     result="radius")
     upper = None if dw is None else _up(dw)
     status = ctx.status
     if status == Status.OPTIMAL and (dw is None or dw != R):
