@@ -297,3 +297,34 @@ def test_bad_inputs():
         tree_robustness_hyperrectangle(est, X[0], domain=None)
     with pytest.raises(BadInput, match="feature index"):
         tree_robustness_hyperrectangle(est, X[0], features=[5])
+
+
+def test_utility_reads_tree_and_probabilistic_boxes():
+    from sklearn.neighbors import KNeighborsClassifier
+
+    from certify.ldp import make_mechanism, probabilistic_box, utility
+
+    est, X = _toy("gb", 3, 2, seed=4)
+    cert = tree_robustness_hyperrectangle(est, X[0], features=[0, 2])
+    u = utility(make_mechanism("pm", 2.0), cert, features=[0, 2])
+    assert 0 < u.rho <= 1 and "certified box (tree_robustness" in u.to_dict()["basis"]
+    knn = KNeighborsClassifier(3).fit(X, est.predict(X))
+    p = probabilistic_box(knn, X[0], features=[0, 2], omega=0.1, tau=0.1, seed=1)
+    up = utility(make_mechanism("pm", 2.0), p, features=[0, 2])
+    assert "probabilistic" in up.to_dict()["basis"]
+
+
+@pytest.mark.parametrize("kind", ["rf", "gb"])
+def test_proof_alone_corrects_a_useless_milp(kind, monkeypatch):
+    """Without MILP proposals the box search alone must reach the same exact answers."""
+    from certify.ldp import trees
+
+    est, X = _toy(kind, 2, 2)
+    monkeypatch.setattr(trees._Ctx, "hint", lambda self, fm, parts_left=1: ("none", None))
+    for x0 in X[:4]:
+        r = tree_robustness_radius(est, x0, domain=(0, 1))
+        truth = _oracle_radius(est, x0, [0, 1])
+        if truth is not None:
+            assert Fraction(r.lower) <= truth and (r.status != "optimal" or r.lower == float(truth))
+        h = tree_robustness_hyperrectangle(est, x0, features=[0, 1])
+        _check_hyperrectangle(est, x0, [0, 1], h)

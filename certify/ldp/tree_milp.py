@@ -53,12 +53,14 @@ class FlipModel:
         return out
 
 
-def _down(v: Fraction) -> float:
+def fraction_down(v: Fraction) -> float:
+    """The largest float64 <= v."""
     f = float(v)
     return f if Fraction(f) <= v else float(np.nextafter(f, -np.inf))
 
 
-def _up(v: Fraction) -> float:
+def fraction_up(v: Fraction) -> float:
+    """The smallest float64 >= v."""
     f = float(v)
     return f if Fraction(f) >= v else float(np.nextafter(f, np.inf))
 
@@ -140,7 +142,7 @@ def build_flip_model(ens: TreeEnsemble, c: int, blo: np.ndarray, bhi: np.ndarray
         const = float(Fraction(float(ens.base[c])) - Fraction(float(ens.base[j])))
         if not coef and const > rhs:
             continue
-        comps.append((coef, const, _up(hi_m)))
+        comps.append((coef, const, fraction_up(hi_m)))
     if not comps:
         return FlipModel(None, open_cut, pvars, sum(cs.size for cs in open_cut.values()))
     if len(comps) == 1:
@@ -171,11 +173,11 @@ def build_flip_model(ens: TreeEnsemble, c: int, blo: np.ndarray, bhi: np.ndarray
                     continue
                 prev, coef, total = Fraction(0), {tvar: 1.0}, Fraction(0)
                 for d, v in side:
-                    delta = _down(d - prev)
+                    delta = fraction_down(d - prev)
                     prev = d
                     total += Fraction(delta)
                     coef[v] = -delta if flip_on_one else delta
-                rows.append((coef, 0.0 if flip_on_one else _down(total), np.inf))
+                rows.append((coef, 0.0 if flip_on_one else fraction_down(total), np.inf))
     elif objective in ("lower", "upper"):
         sense = "max"
         if feature in open_cut:
@@ -200,4 +202,4 @@ def build_flip_model(ens: TreeEnsemble, c: int, blo: np.ndarray, bhi: np.ndarray
     return FlipModel(b.build(), open_cut, pvars, sum(cs.size for cs in open_cut.values()))
 
 
-__all__ = ["FlipModel", "build_flip_model", "first_above"]
+__all__ = ["FlipModel", "build_flip_model", "first_above", "fraction_down", "fraction_up"]

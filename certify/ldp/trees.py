@@ -39,6 +39,8 @@ from models.box import Box
 from ..certificate import Certificate, Status
 from ..errors import BadInput
 from .tree_milp import FlipModel, build_flip_model, first_above
+from .tree_milp import fraction_down as _down
+from .tree_milp import fraction_up as _up
 from .tree_model import TreeEnsemble, tree_ensemble_from_sklearn
 from .tree_verify import BoxVerifier, Verdict
 
@@ -227,16 +229,6 @@ def _witness(ctx: _Ctx, fm: FlipModel, sol: np.ndarray | None, blo: np.ndarray, 
 
 def _dist_exact(w: np.ndarray, x0: np.ndarray) -> Fraction:
     return max((abs(Fraction(float(a)) - Fraction(float(b))) for a, b in zip(w, x0)), default=Fraction(0))
-
-
-def _down(v: Fraction) -> float:
-    f = float(v)
-    return f if Fraction(f) <= v else float(np.nextafter(f, -np.inf))
-
-
-def _up(v: Fraction) -> float:
-    f = float(v)
-    return f if Fraction(f) >= v else float(np.nextafter(f, np.inf))
 
 
 def _candidates(ctx: _Ctx) -> list[Fraction]:
