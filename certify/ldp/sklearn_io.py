@@ -5,6 +5,9 @@ joblib files are refused (unpickling runs arbitrary code): re-save the model wit
 file is loaded only when every type in it is trusted by skops' defaults or is one of the
 scikit-learn types certify knows (`TRUSTED`); anything else is refused with the list of types.
 
+Tree ensembles (DecisionTree, RandomForest, ExtraTrees, GradientBoosting, HistGradientBoosting
+classifiers) load the same way; `certify.ldp.trees` certifies them.
+
 `linear_model_from_sklearn(est)` turns a fitted LogisticRegression, LinearSVC, SGDClassifier (or
 any scikit-learn linear classifier with `coef_`, `intercept_`, `classes_` and the usual
 `decision_function` / `predict`: RidgeClassifier, Perceptron, ...), optionally behind a Pipeline
@@ -24,6 +27,7 @@ import numpy as np
 
 from ..errors import BadInput
 from .linear import LinearModel
+from .tree_model import TREE_TYPES
 
 PICKLE_EXTENSIONS = (".pkl", ".pickle", ".joblib", ".pk", ".sav", ".dill")
 TRUSTED = (
@@ -35,6 +39,7 @@ TRUSTED = (
     "sklearn.pipeline.Pipeline",
     "sklearn.preprocessing._data.StandardScaler",
     "sklearn.preprocessing._data.MinMaxScaler",
+    *TREE_TYPES,
 )
 _PICKLE_HINT = ("certify never unpickles files (unpickling runs arbitrary code); save the model with skops: "
                 "`import skops.io; skops.io.dump(model, 'model.skops')`")
@@ -67,7 +72,8 @@ def load_sklearn(path: str) -> Any:
     unknown = [t for t in untrusted if t not in TRUSTED]
     if unknown:
         raise BadInput(f"{path} contains types certify does not load: {', '.join(unknown[:5])}; "
-                       "supported: scikit-learn linear classifiers, optionally after StandardScaler/MinMaxScaler")
+                       "supported: scikit-learn linear classifiers, optionally after StandardScaler/MinMaxScaler, "
+                       "and tree ensembles (DecisionTree, RandomForest, ExtraTrees, (Hist)GradientBoosting)")
     try:
         return sio.load(path, trusted=list(untrusted))
     except Exception as exc:
