@@ -1,4 +1,6 @@
-"""`certify utility MECHANISM`: rho(eps, box) of an LDP mechanism, or the smallest eps for a target rho."""
+"""`certify utility MECHANISM`: rho(eps, box) of an LDP mechanism, or the smallest eps for a target rho;
+`certify utility MODEL --mechanism M`: the same on the certified robustness box certify computes for
+the model at the point (ONNX ReLU nets, scikit-learn linear models and tree ensembles saved with skops)."""
 
 from __future__ import annotations
 
@@ -17,15 +19,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         "utility", help="probability that an LDP mechanism keeps a classifier's class (rho)",
         description="rho(eps, box) = prod_i P(a_i <= M(x_i) <= b_i) over the perturbed features (Zheng & Hu): the "
                     "probability that the LDP-perturbed record stays in a box where the class is constant. With "
-                    "--target-rho, the smallest per-feature epsilon reaching it. MECHANISM 'all' compares them.",
+                    "--target-rho, the smallest per-feature epsilon reaching it. MECHANISM 'all' compares them. "
+                    "Given a MODEL file (.onnx, or .skops for scikit-learn) instead, certify first computes the "
+                    "certified robustness hyperrectangle at --point (the --features move) and uses it as the box.",
     )
-    p.add_argument("mechanism", metavar="MECHANISM", help="laplace | gaussian | pm | sw | exponential | krr | all")
+    p.add_argument("mechanism", metavar="MECHANISM|MODEL",
+                   help="laplace | gaussian | pm | sw | exponential | krr | all, or a model file (.onnx, .skops)")
+    p.add_argument("--mechanism", dest="model_mechanism", default=None, metavar="M",
+                   help="with a MODEL: the mechanism (as MECHANISM above)")
+    p.add_argument("--time-limit", type=float, default=None, help="with an ONNX MODEL: seconds for the box's proofs")
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--epsilon", type=float, help="per-feature privacy budget epsilon > 0")
     group.add_argument("--target-rho", type=float, metavar="P", help="find the smallest epsilon with rho >= P")
     p.add_argument("--point", required=True, metavar="V", help="the record x: comma-separated values or @file")
-    p.add_argument("--box", required=True, metavar="LO:HI[,LO:HI...]",
-                   help="one interval per feature of the point, containing it (a robustness box)")
+    p.add_argument("--box", default=None, metavar="LO:HI[,LO:HI...]",
+                   help="one interval per feature of the point, containing it (a robustness box); with a MODEL, "
+                        "certify computes it")
     p.add_argument("--domain", default=None, metavar="LO,HI", help="feature domain (default 0,1)")
     p.add_argument("--features", default=None, metavar="I,J", help="perturbed features (0-based; default all)")
     p.add_argument("--delta", type=float, default=None,
@@ -73,25 +82,82 @@ def _features(spec: str | None) -> list[int] | None:
         raise BadInput(f"--features takes comma-separated integer indices, got {spec!r}") from None
 
 
+_MODEL_SUFFIXES = (".onnx", ".skops")
+
+
+def _load_model(path: str):
+    """A certify Network (ONNX) or a scikit-learn model (skops; pickle refused with a hint)."""
+    import os
+
+    from ..ldp.sklearn_io import PICKLE_EXTENSIONS, load_sklearn
+
+    ext = os.path.splitext(path)[1].lower()
+    if ext == ".onnx":
+        from models.onnx_import import load_onnx
+
+        return load_onnx(path)
+    if ext == ".skops" or ext in PICKLE_EXTENSIONS:
+        return load_sklearn(path)
+    raise BadInput(f"{path}: unknown model type {ext or '(no suffix)'}; give an .onnx network or a scikit-learn "
+                   f"model saved with skops (.skops), or a mechanism: {', '.join(_MECHANISMS)}")
+
+
+def _model_box(args: argparse.Namespace, point: np.ndarray, features, domain):
+    """The certified robustness box of MODEL at the point (certify.ldp.robustness_box)."""
+    from ..ldp import robustness_box
+
+    if args.box is not None:
+        raise BadInput("with a MODEL certify computes the box itself: drop --box (or give a MECHANISM instead)")
+    if args.model_mechanism is None:
+        raise BadInput(f"with a MODEL, name the mechanism with --mechanism ({', '.join(_MECHANISMS[:-1])})")
+    model = _load_model(args.mechanism)
+    kw = {} if args.time_limit is None else {"time_limit": args.time_limit}
+    from models.ir import Network
+
+    if not isinstance(model, Network):
+        kw = {}
+    cert = robustness_box(model, point, features=features, domain=domain, **kw)
+    if getattr(cert, "status", "") == "probabilistic":
+        raise BadInput(f"{args.mechanism}: certify cannot certify a box for this model type; use the Python API "
+                       "(certify.ldp.robustness_box) for a probabilistic box")
+    return cert
+
+
 def _utility(args: argparse.Namespace) -> int:
     from ..ldp import compare_mechanisms, make_mechanism, smallest_epsilon, utility
     from ..ldp.mechanisms import check_ldp_epsilon
 
-    name = args.mechanism.strip().lower()
-    if name not in _MECHANISMS:
-        raise BadInput(f"unknown mechanism {args.mechanism!r}; choose one of {', '.join(_MECHANISMS)}")
     point = vector_arg(args.point, "--point")
-    lo, hi = _intervals(args.box, point.size)
     domain = domain_arg(args.domain) or (0.0, 1.0)
     features = _features(args.features)
-    box = (lo, hi)
+    given = args.mechanism.strip()
+    box_cert = None
+    from ..ldp.sklearn_io import PICKLE_EXTENSIONS
+
+    if given.lower() not in _MECHANISMS and given.lower().endswith(_MODEL_SUFFIXES + PICKLE_EXTENSIONS):
+        box_cert = _model_box(args, point, features, domain)
+        given = args.model_mechanism
+    elif args.model_mechanism is not None:
+        raise BadInput("--mechanism goes with a MODEL file; with a MECHANISM give --box")
+    name = given.strip().lower()
+    if name not in _MECHANISMS:
+        raise BadInput(f"unknown mechanism {given!r}; choose one of {', '.join(_MECHANISMS)} (or give a model file "
+                       f"{'/'.join(_MODEL_SUFFIXES)})")
+    if box_cert is None:
+        if args.box is None:
+            raise BadInput("give the robustness box with --box LO:HI,... (or a MODEL file to certify it)")
+        lo, hi = _intervals(args.box, point.size)
+        box = (lo, hi)
+    else:
+        box = box_cert
+        lo, hi = np.asarray(box_cert.box.lo), np.asarray(box_cert.box.hi)
     common = {"point": point, "features": features, "omega": args.omega, "tau": args.tau}
     if name == "all":
         if args.epsilon is None:
             raise BadInput("MECHANISM all compares at one --epsilon (add --target-rho via the Python API)")
         cmp = compare_mechanisms(box, check_ldp_epsilon(args.epsilon), domain=domain, delta=args.delta, k=args.k,
                                  clip=args.clip, calibration=args.calibration, **common)
-        result = {**cmp.to_dict(), "domain": list(domain)}
+        result = {**cmp.to_dict(), "domain": list(domain), **_box_fields(box_cert)}
         return emit(args, result, lambda r: console().print(str(cmp), markup=False))
     eps0 = 1.0 if args.epsilon is None else check_ldp_epsilon(args.epsilon)
     kw: dict = {"domain": domain}
@@ -111,7 +177,7 @@ def _utility(args: argparse.Namespace) -> int:
             raise BadInput(f"target rho {args.target_rho:g} is not reached by {mech.label} for any epsilon <= "
                            f"{s.eps_max:g} (rho there is {s.rho_at_max:.6g})")
         result = {**s.to_dict(), "delta": mech.delta if name == "gaussian" else args.delta, "domain": list(domain),
-                  "box": {"lo": lo.tolist(), "hi": hi.tolist()}, "point": point.tolist()}
+                  "box": {"lo": lo.tolist(), "hi": hi.tolist()}, "point": point.tolist(), **_box_fields(box_cert)}
 
         def human(r: dict) -> None:
             console().print(f"epsilon = {fmt(r['epsilon'], 10)} per feature gives rho = {fmt(r['rho'], 8)} >= "
@@ -120,7 +186,8 @@ def _utility(args: argparse.Namespace) -> int:
 
         return emit(args, result, human)
     u = utility(mech, box, indicator=indicator, **common)
-    result = {**u.to_dict(), "delta": mech.delta if name == "gaussian" else args.delta, "domain": list(domain)}
+    result = {**u.to_dict(), "delta": mech.delta if name == "gaussian" else args.delta, "domain": list(domain),
+              **_box_fields(box_cert)}
     if name == "gaussian":
         result["sigma"] = mech.sigma
         result["calibration"] = mech.calibration
@@ -130,5 +197,21 @@ def _utility(args: argparse.Namespace) -> int:
         c.print(f"rho = {fmt(r['rho'], 8)}  ({r['mechanism']}, epsilon {fmt(r['epsilon'])} per feature; record "
                 f"({fmt(r['record_epsilon'])}, {fmt(r['record_delta'])}))", markup=False)
         c.print(f"per-feature masses {', '.join(fmt(m, 6) for m in r['masses'])}; {r['basis']}", markup=False)
+        if "robustness_box" in r:
+            b = r["robustness_box"]
+            moving = ", ".join(f"x{i} in [{fmt(a, 6)}, {fmt(z, 6)}]" for i, (a, z) in enumerate(zip(b["lo"], b["hi"]))
+                               if a != z)
+            c.print(f"box       {b['kind']} ({b['status']}, {fmt(b['seconds'], 3)}s): {moving or 'the point only'}",
+                    markup=False)
 
     return emit(args, result, human)
+
+
+def _box_fields(cert) -> dict:
+    """The certified box MODEL gave (absent for a user box)."""
+    if cert is None:
+        return {}
+    d = cert.to_dict()
+    return {"robustness_box": {"kind": d.get("kind"), "status": d.get("status"), "certified": d.get("certified"),
+                               "seconds": d.get("seconds"), "lo": list(map(float, cert.box.lo)),
+                               "hi": list(map(float, cert.box.hi)), "predicted_class": d.get("predicted_class")}}

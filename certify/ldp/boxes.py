@@ -4,6 +4,8 @@
 - for scikit-learn linear classifiers (or a `LinearModel`): `linear.robustness_hyperrectangle`
   (exact, certified);
 - for tree ensembles (or a `TreeEnsemble`): `trees.tree_robustness_hyperrectangle` (exact, certified);
+- for ReLU networks (a `models.ir.Network`, e.g. from `certify.load_onnx`):
+  `certify.robustness.robustness_hyperrectangle` (sound MILP proofs, certified);
 - for anything else with a `predict` (or a callable batch -> labels): a *probabilistic* box
   (`ProbabilisticBox`, status "probabilistic", `certified` False): the largest uniform half-width
   (by bisection) at which n = ceil(ln(2/omega) / (2 (tau/2)^2)) uniform samples show no class
@@ -50,8 +52,12 @@ def _kind(model: Any) -> str:
     from .linear import LinearModel
     from .tree_model import is_tree_model
 
+    from models.ir import Network
+
     if isinstance(model, LinearModel):
         return "linear"
+    if isinstance(model, Network):
+        return "network"
     if is_tree_model(model):
         return "tree"
     clf = model
@@ -74,6 +80,10 @@ def robustness_box(model: Any, point: Any, *, features: Any = None, domain: Any 
         from .trees import tree_robustness_hyperrectangle
 
         return tree_robustness_hyperrectangle(model, point, features=features, domain=domain, **kw)
+    if kind == "network":
+        from ..robustness import robustness_hyperrectangle as network_hyperrectangle
+
+        return network_hyperrectangle(model, point, features=features, domain=domain, **kw)
     return probabilistic_box(model, point, features=features, domain=domain, omega=omega, tau=tau, seed=seed)
 
 
