@@ -158,6 +158,13 @@ NORM = st.one_of(st.sampled_from(["l3", "L0", "", "2.5", "l1,l2", "\u221e", "lna
 DOMAIN = st.sampled_from(["1,0", "0,0", "0", "a,b", "nan,1", "0,inf", "0,1,2", "@missing.csv", "@" + FILES["dir"], ""])
 WORD = st.text(min_size=0, max_size=10).map(lambda s: "no-such-" + s)
 COUNT = _values("0", "-1", "1.5")
+# data files for `certify report` (the model takes 1 input): a valid one and bad ones
+_DATA = Path(_TMP) / "points.csv"
+_DATA.write_text("0.2\n0.6\n")
+(Path(_TMP) / "wide.csv").write_text("0.2,0.3\n")
+(Path(_TMP) / "empty.csv").write_text("")
+DATA = st.sampled_from([str(Path(_TMP) / "wide.csv"), str(Path(_TMP) / "empty.csv"), "missing.csv", FILES["dir"],
+                        FILES["json"], FILES["nan"], FILES["text"], FILES["pickle"]])
 
 # each subcommand: a valid command line and the slots (option -> strategy of bad values) to break
 CASES: dict[str, tuple[list[str], dict[str, st.SearchStrategy[str]]]] = {
@@ -181,6 +188,19 @@ CASES: dict[str, tuple[list[str], dict[str, st.SearchStrategy[str]]]] = {
     "verify": ([SMALL, PROP, "--timeout", "5"], {"MODEL": MODEL, "PROPERTY": MODEL, "--timeout": POSITIVE}),
     "chain": (["--epsilon", "1", "--delta", "1e-5", "--alpha", "0.1", "--beta", "0.3"],
               {"--epsilon": POSITIVE, "--delta": DELTA, "--alpha": POSITIVE, "--beta": POSITIVE}),
+    "ptr": ([SMALL, "--point", "0.5", "--radius", "0.1", "--epsilon", "1", "--delta", "1e-5", "--proposal", "30"],
+            {"MODEL": MODEL, "--point": VECTOR_1, "--radius": POSITIVE, "--epsilon": POSITIVE,
+             "--delta": st.one_of(DELTA, st.just("0")), "--proposal": POSITIVE, "--input-norm": NORM,
+             "--domain": DOMAIN, "--tolerance": POSITIVE, "--max-radius": POSITIVE, "--time-limit": POSITIVE,
+             "--step-time-limit": POSITIVE, "--global-bound": POSITIVE, "--threads": COUNT,
+             "--seed": st.sampled_from(["a", "1.5", "", "nan"])}),
+    "report": ([SMALL, "--data", str(_DATA), "--radius", "0.1", "--out", str(Path(_TMP) / "report"), "--curve", "0",
+                "--no-html", "--no-progress"],
+               {"MODEL": MODEL, "--data": DATA, "--radius": POSITIVE, "--epsilon": POSITIVE,
+                "--delta": st.one_of(DELTA, st.just("0")), "--workers": COUNT, "--rules": WORD, "--input-norm": NORM,
+                "--domain": DOMAIN, "--tolerance": POSITIVE, "--max-radius": POSITIVE, "--time-limit": POSITIVE,
+                "--step-time-limit": POSITIVE, "--curve": _values("-1", "1.5"),
+                "--scheduler": st.sampled_from(["localhost:8786", "http://x", ""])}),
 }
 
 

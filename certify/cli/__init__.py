@@ -25,6 +25,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "certify.cli.lipschitz_cmd",
     "certify.cli.utility_cmd",
     "certify.cli.verify_cmd",
+    "certify.cli.ptr_cmd",
+    "certify.cli.report_cmd",
 )
 
 _NEGATIVE_VALUE = re.compile(r"^-(\d|\.\d|inf|nan)", re.IGNORECASE)

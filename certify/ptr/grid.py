@@ -62,6 +62,8 @@ class TestGrid:
     is the discrete Laplace scale m / eps in grid units (an exact rational); `threshold_units` z0.
     """
 
+    __test__ = False  # not a pytest class, despite its name
+
     radius: float
     epsilon: float
     delta: float

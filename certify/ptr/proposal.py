@@ -6,6 +6,9 @@ Rules, applied to the certified *upper* bounds u_1..u_n of the local constants a
 - `qP`: the P-quantile of u (the smallest u_i with at least a fraction P of the points at or
   below it: numpy's "higher" method, so the proposal is one of the certified bounds).
 
+Both are raised by a relative 1e-6 (`TIE_MARGIN`): a proposal exactly equal to a point's constant
+cannot be proven either way, and such ties are what quantiles produce.
+
 Each proposal comes with its noise scale D_p R / eps and, once the per-point searches have run,
 its expected release rate on the data: the mean over points of Pr[test passes | k(x)], where
 k(x) is the grid index the PTR search finds at x for that proposal (`TestGrid.release_probability`).
@@ -27,6 +30,10 @@ from ..errors import BadInput
 from ..privacy.params import div_up, mul_up, up_fraction
 
 DEFAULT_RULES = ("mean+3std", "q0.95", "q0.99")
+#: proposals are raised by this relative margin: a D_p equal to a certified constant is a tie that no
+#: finite proof settles (every proven upper bound of that constant lies above it), so PTR's steps at
+#: that point would stay undecided
+TIE_MARGIN = 1e-6
 _MEAN_STD = re.compile(r"^mean\+(\d+(?:\.\d*)?|\.\d+)std$")
 _QUANTILE = re.compile(r"^q(0?\.\d+|1(?:\.0*)?)$")
 
@@ -77,6 +84,7 @@ def rule_value(rule: str, uppers: Sequence[float]) -> float:
         value = up_fraction(mean + n * Fraction(std))
     else:
         value = float(np.quantile(u, float(rule[1:]), method="higher"))
+    value = up_fraction(Fraction(value) * (1 + Fraction(TIE_MARGIN)))
     if not value > 0:
         raise BadInput(f"rule {rule} gives D_p = {value:g}: every certified constant is 0 (a constant model); "
                        "PTR needs a positive proposal")
@@ -108,4 +116,4 @@ def propose(uppers: Sequence[float], radius: float, epsilon: float, rules: Itera
     return out
 
 
-__all__ = ["DEFAULT_RULES", "Proposal", "noise_scale", "parse_rules", "propose", "release_rate", "rule_value"]
+__all__ = ["DEFAULT_RULES", "TIE_MARGIN", "Proposal", "noise_scale", "parse_rules", "propose", "release_rate", "rule_value"]

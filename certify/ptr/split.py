@@ -49,7 +49,7 @@ MAX_PATTERN_UNSTABLE = 6
 
 def _signs(n: int) -> np.ndarray:
     """Half of {-1, 1}^n as 0/1 rows (u and -u give the same norm): the first entry fixed to +1."""
-    rows = np.array(list(itertools.product((0.0, 1.0), repeat=n - 1)), dtype=np.float64).reshape(-1, n - 1)
+    rows = np.array(list(itertools.product((0.0, 1.0), repeat=n - 1)), dtype=np.float64).reshape(2 ** (n - 1), n - 1)
     return np.hstack([np.ones((rows.shape[0], 1)), rows])
 
 
