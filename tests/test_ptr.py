@@ -275,3 +275,25 @@ def test_undecided_steps_count_as_violations_and_are_flagged():
     assert not found.decided and found.index == -1
     r = release(net, x, g, found, math.sqrt(lower * upper), "linf", NumpySampler(0))
     assert not r.decided and r.status in ("open_gap", "time_limit") and r.notes
+
+
+def test_shared_bounds_reuse_across_queries_and_refuse_other_networks():
+    """With a domain the widest box of every query is the domain itself: the second query decides it
+    from the first one's proof (method "cache"), with the same answer as a fresh search."""
+    from certify.ptr import SharedBounds
+
+    net = random_relu_net((2, 8, 8, 2), seed=6)
+    g = TestGrid.make(0.2, 1.0, 1e-3)
+    shared = SharedBounds(net)
+    xs = np.random.default_rng(4).uniform(0, 1, (4, 2))
+    for i, x in enumerate(xs):
+        fresh = StabilitySearch(net, x, g, domain=(0, 1), step_time_limit=20).search(4.0)
+        reused = StabilitySearch(net, x, g, domain=(0, 1), step_time_limit=20, shared=shared).search(4.0)
+        assert fresh.decided and reused.decided and fresh.index == reused.index
+        if i:
+            assert reused.steps[0].method == "cache"
+    assert len(shared) > 0
+    with pytest.raises(BadInput, match="another network"):
+        StabilitySearch(random_relu_net((2, 8, 8, 2), seed=7), xs[0], g, shared=shared)
+    with pytest.raises(BadInput, match="another network"):
+        StabilitySearch(net, xs[0], g, input_norm="l1", shared=shared)

@@ -4,6 +4,7 @@
 - `bounds`     cheap sound bounds (interval Jacobian, layer product, sampled witnesses)
 - `decide`     "is L(f, box) <= D_p?" by the MILP proof with a target, or a replayed witness
 - `search`     R* by bisection over the grid with caches (`StabilitySearch`, `Step`)
+- `shared`     bounds and witnesses reused across queries on one network (`SharedBounds`)
 - `mechanism`  `ptr(...)`: the search, the noisy test and the Laplace release (`PtrResult`)
 - `proposal`   D_p from certified constants on data (mean + n std, quantiles) and release rates
 
@@ -15,13 +16,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from ..lazy import lazy_getattr
 
 _LAZY: dict[str, str] = {
     "PtrResult": "result",
     "SearchResult": "search",
     "StabilitySearch": "search",
     "Step": "search",
+    "SharedBounds": "shared",
     "TestGrid": "grid",
     "ptr": "mechanism",
     "ptr_guarantee": "mechanism",
@@ -32,13 +34,6 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'certify.ptr' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
-
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 __all__ = sorted(_LAZY)

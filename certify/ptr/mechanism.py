@@ -34,6 +34,7 @@ from ..privacy.sampling import NumpySampler, SecureSampler, make_sampler
 from .grid import TestGrid
 from .result import PtrResult, radius_interval
 from .search import DEFAULT_SAMPLES, DEFAULT_STEP_TIME_LIMIT, SearchResult, StabilitySearch, outward_box
+from .shared import SharedBounds
 
 OUTPUT_NORM = "l1"  # Laplace noise per coordinate needs the l1 sensitivity
 
@@ -105,6 +106,7 @@ def ptr(
     backend: str = "auto",
     threads: int = 1,
     samples: int = DEFAULT_SAMPLES,
+    shared: SharedBounds | None = None,
 ) -> PtrResult:
     """Run extended PTR at `point` for neighbourhood radius R (see the module doc and docs/ptr.md).
 
@@ -115,7 +117,9 @@ def ptr(
     - `tolerance`: grid step h (rounded down to R / m; default R / 8), `max_radius`: cap of R*;
     - `sampler`: None (secure, default) or an int seed (numpy, reproducible, not secure);
     - `time_limit` (whole query), `step_time_limit` (each MILP step), `global_bound` (a known
-      global upper bound in input_norm -> l1, e.g. LipSDP's), `backend`, `threads`, `samples`.
+      global upper bound in input_norm -> l1, e.g. LipSDP's), `backend`, `threads`, `samples`;
+    - `shared`: a `SharedBounds` of this network to reuse (and extend) the bounds and witnesses of
+      earlier queries (a stream of queries with one proposal; see `certify.ptr.shared`).
     """
     if not isinstance(net, Network):
         raise BadInput("net must be a certify Network (load it with certify.load_onnx or certify.from_torch)")
@@ -126,7 +130,7 @@ def ptr(
     rng = ptr_sampler(sampler)
     search = StabilitySearch(net, x, grid, input_norm=p, output_norm=OUTPUT_NORM, domain=domain,
                              global_bound=global_bound, step_time_limit=step_time_limit, time_limit=time_limit,
-                             backend=backend, threads=threads, samples=samples)
+                             backend=backend, threads=threads, samples=samples, shared=shared)
     with interruptible():
         found = search.search(proposal)
         if interrupted():  # a stopped search is not the search the guarantee is about: release nothing

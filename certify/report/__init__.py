@@ -6,19 +6,12 @@ the self-contained HTML page (`html`). `certify report` is the command-line fron
 
 from __future__ import annotations
 
-from typing import Any
+from ..lazy import lazy_getattr
 
 _LAZY = {"sensitivity_report": "build", "comparable": "build", "load_report_schema": "build", "SCHEMA": "build",
          "network_sha256": "build", "render_html": "html"}
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'certify.report' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
-
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 __all__ = sorted(_LAZY)

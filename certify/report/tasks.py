@@ -22,10 +22,17 @@ def certify_point(index: int, point: Any, *, net: Network, radius: float, input_
     """The certified local constant over box(point, R) (the PTR search's first box), as a row."""
     from ..lipschitz import local_lipschitz
 
+    from ..ptr.bounds import jacobian_upper
+
     x = np.asarray(point, dtype=np.float64)
-    cert = local_lipschitz(net, outward_box(x, radius, domain), input_norm=input_norm, output_norm=OUTPUT_NORM,
+    box = outward_box(x, radius, domain)
+    cert = local_lipschitz(net, box, input_norm=input_norm, output_norm=OUTPUT_NORM,
                            time_limit=time_limit, backend=backend, threads=threads)
-    return to_jsonable({"lower": cert.lower, "upper": cert.upper, "status": cert.status, "exact": cert.exact,
+    # a certificate cut short by its time limit can end above the interval-Jacobian bound; both are
+    # proven upper bounds, so the smaller one is kept (tighter proposals, never unsound)
+    upper = cert.upper if cert.exact else min(cert.upper, jacobian_upper(net, np.array(box.lo), np.array(box.hi),
+                                                                          input_norm, OUTPUT_NORM))
+    return to_jsonable({"lower": cert.lower, "upper": upper, "status": cert.status, "exact": cert.exact,
                         "seconds": cert.seconds, "witness": cert.witness, "backend": cert.backend,
                         "unstable": cert.unstable})
 
@@ -53,4 +60,20 @@ def search_point(index: int, item: tuple[Any, dict], *, net: Network, grid: Test
     return {"searches": rows}
 
 
-__all__ = ["certify_point", "search_point"]
+def ptr_point(index: int, point: Any, *, net: Network, radius: float, epsilon: float, delta: float, proposal: float,
+              input_norm: str = "linf", domain: Any = None, seed: int | None = None, step_time_limit: float = 10.0,
+              time_limit: float | None = None, backend: str = "auto", threads: int = 1) -> dict:
+    """One PTR query as a row (many queries with `run_batch`). With `seed`, query i draws its noise
+    from numpy seeded with seed + i (reproducible whichever executor runs it; NOT secure);
+    without, from the secure sampler."""
+    from ..ptr.mechanism import ptr
+
+    r = ptr(net, point, radius, epsilon=epsilon, delta=delta, proposal=proposal, input_norm=input_norm,
+            domain=domain, sampler=None if seed is None else seed + index, step_time_limit=step_time_limit,
+            time_limit=time_limit, backend=backend, threads=threads)
+    return to_jsonable({"released": r.released, "output": r.output, "phi": r.phi, "r_star": r.r_star,
+                        "status": r.status, "decided": r.decided, "steps": len(r.steps), "seconds": r.seconds,
+                        "methods": dict(Counter(s.method for s in r.steps))})
+
+
+__all__ = ["certify_point", "ptr_point", "search_point"]
