@@ -256,3 +256,23 @@ def test_report_html_renders_in_headless_chromium(report_dir, tmp_path):
     dark = np.mean(np.min(pixels, axis=2) < 0.9)  # text, tables and plots
     colours = len(np.unique((pixels * 255).astype(np.uint8).reshape(-1, 3), axis=0))
     assert dark > 0.02 and colours > 50, (dark, colours)
+
+
+def test_ptr_point_batch_rows_match_single_queries(tmp_path):
+    """Many PTR queries through run_batch (seed + index per query): the same rows as one `ptr` call each,
+    and a rerun on the same JSON-lines file does no work."""
+    from certify.batch import run_batch
+    from certify.ptr import ptr
+    from certify.report.tasks import ptr_point
+
+    net, xs = _net(), _data(3)
+    ctx = dict(net=net, radius=0.1, epsilon=1.0, delta=1e-3, proposal=3.0, seed=10)
+    out = tmp_path / "ptr.jsonl"
+    rows = run_batch(ptr_point, list(xs), context=ctx, out=str(out), progress=False)
+    for i, (x, row) in enumerate(zip(xs, rows)):
+        r = ptr(net, x, 0.1, epsilon=1.0, delta=1e-3, proposal=3.0, sampler=10 + i)
+        assert (row["released"], row["phi"], row["decided"]) == (r.released, r.phi, r.decided)
+        assert row["output"] == (None if r.output is None else list(r.output))
+    again = run_batch(lambda *a, **k: pytest.fail("nothing left to do"), list(xs), context=ctx, out=str(out),
+                      progress=False)
+    assert [r["released"] for r in again] == [r["released"] for r in rows]
