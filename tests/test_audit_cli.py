@@ -193,13 +193,13 @@ CASES: dict[str, tuple[list[str], dict[str, st.SearchStrategy[str]]]] = {
              "--delta": st.one_of(DELTA, st.just("0")), "--proposal": POSITIVE, "--input-norm": NORM,
              "--domain": DOMAIN, "--tolerance": POSITIVE, "--max-radius": POSITIVE, "--time-limit": POSITIVE,
              "--step-time-limit": POSITIVE, "--global-bound": POSITIVE, "--threads": COUNT,
-             "--seed": st.sampled_from(["a", "1.5", "", "nan"])}),
+             "--seed": st.sampled_from(["a", "1.5", "", "nan", "-1"])}),
     "report": ([SMALL, "--data", str(_DATA), "--radius", "0.1", "--out", str(Path(_TMP) / "report"), "--curve", "0",
                 "--no-html", "--no-progress"],
                {"MODEL": MODEL, "--data": DATA, "--radius": POSITIVE, "--epsilon": POSITIVE,
                 "--delta": st.one_of(DELTA, st.just("0")), "--workers": COUNT, "--rules": WORD, "--input-norm": NORM,
                 "--domain": DOMAIN, "--tolerance": POSITIVE, "--max-radius": POSITIVE, "--time-limit": POSITIVE,
-                "--step-time-limit": POSITIVE, "--curve": _values("-1", "1.5"),
+                "--step-time-limit": POSITIVE, "--curve": _values("-1", "1.5", "100000"),
                 "--scheduler": st.sampled_from(["localhost:8786", "http://x", ""])}),
 }
 

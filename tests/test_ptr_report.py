@@ -137,6 +137,7 @@ def test_cli_ptr_json(cli, tmp_path):
     ("--delta", "0", "delta"), ("--delta", "1", "delta"), ("--delta", "1.5", "delta"), ("--epsilon", "0", "epsilon"),
     ("--epsilon", "-1", "epsilon"), ("--proposal", "0", "proposal"), ("--proposal", "-3", "proposal"),
     ("--radius", "0", "radius"), ("--radius", "-0.1", "radius"), ("--point", "1,2", "--point"),
+    ("--seed", "-1", "seed"),
 ])
 def test_cli_ptr_bad_input(cli, flag, value, fragment):
     args = {"--point": "0.5", "--radius": "0.1", "--epsilon": "1", "--delta": "1e-5", "--proposal": "3"}

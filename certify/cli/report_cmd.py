@@ -53,7 +53,7 @@ def _report(args: argparse.Namespace) -> int:
     from ..errors import BadInput
     from ..points import read_points
     from ..report import sensitivity_report
-    from ..report.build import file_sha256
+    from ..report.build import MAX_CURVE, file_sha256
     from ..vectors import parse_positive
 
     net = load_model(args.model)
@@ -62,8 +62,8 @@ def _report(args: argparse.Namespace) -> int:
         parse_positive(getattr(args, name), "--" + name.replace("_", "-"))
     if args.workers < 1:
         raise BadInput(f"--workers must be a positive integer, got {args.workers}")
-    if args.curve < 0:
-        raise BadInput(f"--curve must be >= 0, got {args.curve}")
+    if not 0 <= args.curve <= MAX_CURVE:
+        raise BadInput(f"--curve must be from 0 to {MAX_CURVE}, got {args.curve}")
     if args.scheduler is not None and not args.scheduler.startswith(("tcp://", "tls://", "inproc://", "ucx://")):
         raise BadInput(f"--scheduler takes an address like tcp://HOST:PORT, got {args.scheduler!r}")
     if os.path.exists(args.out) and not os.path.isdir(args.out):

@@ -62,6 +62,8 @@ def check_point(net: Network, point: Any, domain: Any) -> np.ndarray:
 
 def ptr_sampler(seed: Any) -> SecureSampler | NumpySampler:
     """None / "secure": the hardened sampler; an int seed (or "numpy"): seeded numpy, not secure."""
+    if isinstance(seed, bool) or (isinstance(seed, int) and seed < 0):
+        raise BadInput(f"the seed must be a non-negative integer, got {seed!r}")
     sampler = make_sampler(seed)
     if not isinstance(sampler, (SecureSampler, NumpySampler)):
         raise BadInput("PTR draws its test noise from the secure sampler or a seeded numpy generator; give None or a seed")

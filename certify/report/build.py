@@ -45,6 +45,7 @@ DEFAULT_EPSILON = 1.0
 DEFAULT_DELTA = 1e-5
 DEFAULT_POINT_TIME_LIMIT = 30.0
 DEFAULT_CURVE = 8
+MAX_CURVE = 200
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99)
 EPSILONS = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 #: fields whose values depend on the run (time, machine), not on the inputs
@@ -168,8 +169,9 @@ def sensitivity_report(
     p = check_metric(input_norm, "input norm")
     grid = TestGrid.make(radius, epsilon, delta, tolerance=tolerance, max_radius=max_radius)
     rules = parse_rules(rules)
-    if isinstance(curve, bool) or not isinstance(curve, int) or curve < 0:
-        raise BadInput(f"curve must be a non-negative number of points, got {curve!r}")
+    if isinstance(curve, bool) or not isinstance(curve, int) or not 0 <= curve <= MAX_CURVE:
+        raise BadInput(f"curve must be a number of points from 0 to {MAX_CURVE} (each one is a PTR search at every "
+                       f"point), got {curve!r}")
     x = np.asarray(data, dtype=np.float64)
     if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] != net.input_dim:
         raise BadInput(f"data must be an (n, {net.input_dim}) array of points with n >= 1, got shape {list(x.shape)}")
