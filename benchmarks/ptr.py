@@ -124,7 +124,8 @@ def summarise(seconds: list[float]) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--queries", type=int, default=20, help="queries per latency cell (default 20)")
-    ap.add_argument("--throughput", type=int, default=200, help="queries of the throughput runs (default 200)")
+    ap.add_argument("--throughput", type=int, default=200,
+                    help="queries of the throughput runs (default 200; 0: keep the last throughput results)")
     args = ap.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
     lat_rows, thr_rows, per_query = [], [], {}
@@ -151,7 +152,10 @@ def main() -> None:
             for r in throughput(s, value, args.throughput):
                 thr_rows.append({"net": s["name"], "rule": props[0].rule, "proposal": value, **r})
     _write_csv(RESULTS / "ptr.csv", lat_rows)
-    _write_csv(RESULTS / "ptr_throughput.csv", thr_rows)
+    if thr_rows:
+        _write_csv(RESULTS / "ptr_throughput.csv", thr_rows)
+    elif (RESULTS / "ptr_throughput.csv").exists():  # --throughput 0: keep (and show) the last throughput run
+        thr_rows = _read_throughput(RESULTS / "ptr_throughput.csv")
     _summary(lat_rows, thr_rows)
     _plot(per_query, thr_rows)
 
@@ -166,6 +170,17 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
             w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
 
 
+def _read_throughput(path: Path) -> list[dict]:
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    for r in rows:
+        for key in ("queries", "released", "undecided"):
+            r[key] = int(r[key])
+        for key in ("wall_seconds", "queries_per_second", "proposal"):
+            r[key] = float(r[key])
+    return rows
+
+
 def _summary(lat: list[dict], thr: list[dict]) -> None:
     lines = ["# PTR benchmark (`python benchmarks/ptr.py`)", "",
              f"eps = {EPS}, delta = {DELTA}, l_inf -> l1; D_p from 16 public points (certificates, {CERT_TIME:g} s each).",
@@ -177,10 +192,11 @@ def _summary(lat: list[dict], thr: list[dict]) -> None:
                      f"{r['median_s']:.3f} | {r['mean_s']:.3f} | {r['p90_s']:.3f} | {r['max_s']:.3f} | "
                      f"{r['release_fraction']:.2f} | {r['undecided_fraction']:.2f} | {r['methods']} |")
     if thr:
-        lines += ["", "| executor | queries | wall s | queries/s | released | undecided | same decisions |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += ["", "| executor | D_p | queries | wall s | queries/s | released | undecided | same decisions |",
+                  "|---|---|---|---|---|---|---|---|"]
         for r in thr:
-            lines.append(f"| {r['executor']} | {r['queries']} | {r['wall_seconds']:.1f} | {r['queries_per_second']:.2f} | "
+            lines.append(f"| {r['executor']} | {r['proposal']:.6g} | {r['queries']} | {r['wall_seconds']:.1f} | "
+                         f"{r['queries_per_second']:.2f} | "
                          f"{r['released']} | {r['undecided']} | {r['same_decisions_as_1_process']} |")
     (RESULTS / "ptr_summary.md").write_text("\n".join(lines) + "\n")
 

@@ -297,3 +297,27 @@ def test_shared_bounds_reuse_across_queries_and_refuse_other_networks():
         StabilitySearch(random_relu_net((2, 8, 8, 2), seed=7), xs[0], g, shared=shared)
     with pytest.raises(BadInput, match="another network"):
         StabilitySearch(net, xs[0], g, input_norm="l1", shared=shared)
+
+
+def test_aligned_widest_box_serves_later_queries_without_a_domain():
+    """Without a domain each query's widest box differs; in a stream the first query proves D_p on an
+    aligned superset box, which the next queries' widest boxes fall into (method "cache"). Answers
+    equal those of fresh searches, and the aligned box contains the query's box."""
+    from certify.ptr import SharedBounds
+
+    net = random_relu_net((2, 8, 8, 2), seed=6)
+    g = TestGrid.make(0.2, 1.0, 1e-3)
+    shared = SharedBounds(net)
+    xs = np.random.default_rng(5).uniform(-0.5, 0.5, (4, 2))
+    methods = []
+    for x in xs:
+        fresh = StabilitySearch(net, x, g, step_time_limit=20).search(8.0)
+        stream = StabilitySearch(net, x, g, step_time_limit=20, shared=shared)
+        wide = stream.aligned_box(g.max_index)
+        box = stream.box(g.max_index)
+        assert wide is not None and np.all(wide.lo <= box.lo) and np.all(wide.hi >= box.hi)
+        reused = stream.search(8.0)
+        assert fresh.decided and reused.decided and fresh.index == reused.index
+        methods.append(reused.steps[0].method)
+    assert methods[0] == "milp-aligned"
+    assert methods[1:].count("cache") >= 2, methods

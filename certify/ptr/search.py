@@ -11,7 +11,9 @@ Each step asks "is L(f, box(x, r_k)) <= D_p?" and tries the cheapest sound answe
    vertices) above D_p;
 5. `split`: input splitting with interval-Jacobian and slope-pattern bounds (`split`, inputs up to
    16 dimensions), with a slice of the step's time (`SPLIT_SHARE`);
-6. `milp`: `decide.milp_decide` (proof of D_p as a target, or a solver incumbent replayed).
+6. `milp`: `decide.milp_decide` (proof of D_p as a target, or a solver incumbent replayed); in a
+   stream of queries (a `SharedBounds` given) the widest step first tries the proof on an aligned
+   superset box (`aligned_box`), which later queries' widest boxes often fall into.
 
 An accepted step always rests on a proven upper bound and a rejected one on a replayed witness,
 so every decided step is the answer the exact constant gives. A step that stays undecided within
@@ -47,6 +49,8 @@ DEFAULT_STEP_TIME_LIMIT = 10.0
 DEFAULT_SAMPLES = 16
 #: share of a step's time given to input splitting before the MILP (all of it without the MILP)
 SPLIT_SHARE = 0.1
+#: share of the widest step's time for proving the proposal on an aligned superset box (streams only)
+ALIGNED_SHARE = 0.5
 
 
 @dataclass
@@ -114,6 +118,8 @@ class StabilitySearch:
         # witnesses and box bounds, possibly shared with other queries on this network (`shared`)
         self.shared = SharedBounds(net, input_norm, output_norm) if shared is None else shared
         self.shared.check(net, input_norm, output_norm)
+        self._stream = shared is not None  # other queries will come: the widest step certifies an aligned box
+        self._aligned: set[int] = set()
         self._boxes: dict[int, Box] = {}
         self._sampled: set[int] = set()
         self._interval: set[int] = set()
@@ -197,6 +203,13 @@ class StabilitySearch:
             return step(UNDECIDED, "none", lower, self.uppers.get(k), Status.INTERRUPTED if interrupted()
                         else Status.TIME_LIMIT, w, ["no time left for this step"])
         budget = Budget(limit)
+        if k == self.grid.max_index and self._stream and k not in self._aligned:
+            self._aligned.add(k)
+            upper = self._accept_aligned(k, proposal, Budget(limit * ALIGNED_SHARE))
+            if upper is not None:
+                lower, w = self._lower_in(k)
+                return step(ACCEPT, "milp-aligned", lower, upper, witness=w,
+                            notes=["proven on an aligned box containing this one, reusable by later queries"])
         if self._split is not None:
             d = self._split.decide(box, proposal, budget.stage(self.split_share))
             self.add_upper(k, d.upper)
@@ -217,6 +230,34 @@ class StabilitySearch:
             self.add_witness(d.witness, d.lower)
         lower, w = self._lower_in(k)
         return step(d.decision, "milp", lower, self.uppers.get(k), d.status, w, d.notes)
+
+    def aligned_box(self, k: int) -> Box | None:
+        """box k widened outward to multiples of s = 2^ceil(log2 r_k) (exact in binary floating point):
+        the widest boxes of nearby queries map to the same aligned box. None when it is box k itself."""
+        box = self.box(k)
+        lo, hi = np.array(box.lo), np.array(box.hi)
+        s = 2.0 ** math.ceil(math.log2(self.grid.radius_at(k)))
+        wide = Box.from_bounds(np.floor(lo / s) * s, np.ceil(hi / s) * s, domain=self.domain)
+        wlo, whi = np.array(wide.lo), np.array(wide.hi)
+        if not (np.all(wlo <= lo) and np.all(whi >= hi)) or (np.array_equal(wlo, lo) and np.array_equal(whi, hi)):
+            return None
+        return wide
+
+    def _accept_aligned(self, k: int, proposal: float, budget: Budget) -> float | None:
+        """Try to prove L <= proposal on the aligned box around box k (a stream of queries then finds it
+        in `shared`); the proven upper bound on success. Only an acceptance is used: a witness in
+        the aligned box may lie outside box k."""
+        wide = self.aligned_box(k)
+        if wide is None:
+            return None
+        d = milp_decide(self.net, wide, self.p, self.q, proposal, budget, backend=self.backend, threads=self.threads)
+        if d.witness is not None and d.lower > 0:
+            self.add_witness(d.witness, d.lower)
+        if d.decision != ACCEPT:
+            return None
+        self.shared.add_upper(np.array(wide.lo), np.array(wide.hi), d.upper)
+        self.add_upper(k, d.upper)  # box k lies inside the aligned box
+        return d.upper
 
     # ------------------------------------------------------------------ the bisection
     def search(self, proposal: float) -> SearchResult:
