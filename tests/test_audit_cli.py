@@ -162,6 +162,13 @@ COUNT = _values("0", "-1", "1.5")
 VECTOR_2 = st.sampled_from(["1", "1,2,3", "", ",", "nan,1", "1,inf", "@missing.npy", "@" + FILES["npy3"], "a,b"])
 CLASS = st.sampled_from(["2", "-1", "a", "1.5", "nan", "1"])  # (1 is the predicted class: not a target)
 FEATURES = st.sampled_from(["2", "0,0", "-1", "a", "0.5", ""])
+# data files for `certify report` (the model takes 1 input): a valid one and bad ones
+_DATA = Path(_TMP) / "points.csv"
+_DATA.write_text("0.2\n0.6\n")
+(Path(_TMP) / "wide.csv").write_text("0.2,0.3\n")
+(Path(_TMP) / "empty.csv").write_text("")
+DATA = st.sampled_from([str(Path(_TMP) / "wide.csv"), str(Path(_TMP) / "empty.csv"), "missing.csv", FILES["dir"],
+                        FILES["json"], FILES["nan"], FILES["text"], FILES["pickle"]])
 
 # each subcommand: a valid command line and the slots (option -> strategy of bad values) to break
 CASES: dict[str, tuple[list[str], dict[str, st.SearchStrategy[str]]]] = {
@@ -192,6 +199,19 @@ CASES: dict[str, tuple[list[str], dict[str, st.SearchStrategy[str]]]] = {
                         "--features": FEATURES, "--time-limit": POSITIVE}),
     "chain": (["--epsilon", "1", "--delta", "1e-5", "--alpha", "0.1", "--beta", "0.3"],
               {"--epsilon": POSITIVE, "--delta": DELTA, "--alpha": POSITIVE, "--beta": POSITIVE}),
+    "ptr": ([SMALL, "--point", "0.5", "--radius", "0.1", "--epsilon", "1", "--delta", "1e-5", "--proposal", "30"],
+            {"MODEL": MODEL, "--point": VECTOR_1, "--radius": POSITIVE, "--epsilon": POSITIVE,
+             "--delta": st.one_of(DELTA, st.just("0")), "--proposal": POSITIVE, "--input-norm": NORM,
+             "--domain": DOMAIN, "--tolerance": POSITIVE, "--max-radius": POSITIVE, "--time-limit": POSITIVE,
+             "--step-time-limit": POSITIVE, "--global-bound": POSITIVE, "--threads": COUNT,
+             "--seed": st.sampled_from(["a", "1.5", "", "nan", "-1"])}),
+    "report": ([SMALL, "--data", str(_DATA), "--radius", "0.1", "--out", str(Path(_TMP) / "report"), "--curve", "0",
+                "--no-html", "--no-progress"],
+               {"MODEL": MODEL, "--data": DATA, "--radius": POSITIVE, "--epsilon": POSITIVE,
+                "--delta": st.one_of(DELTA, st.just("0")), "--workers": COUNT, "--rules": WORD, "--input-norm": NORM,
+                "--domain": DOMAIN, "--tolerance": POSITIVE, "--max-radius": POSITIVE, "--time-limit": POSITIVE,
+                "--step-time-limit": POSITIVE, "--curve": _values("-1", "1.5", "100000"),
+                "--scheduler": st.sampled_from(["localhost:8786", "http://x", ""])}),
 }
 
 

@@ -26,6 +26,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "certify.cli.utility_cmd",
     "certify.cli.verify_cmd",
     "certify.cli.robustness_cmds",
+    "certify.cli.ptr_cmd",
+    "certify.cli.report_cmd",
 )
 
 _NEGATIVE_VALUE = re.compile(r"^-(\d|\.\d|inf|nan)", re.IGNORECASE)

@@ -1,0 +1,95 @@
+"""`certify ptr`: one Propose-Test-Release query (extended PTR with certified local constants)."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import add_json_flag, add_model_argument, console, domain_arg, emit, fmt, load_model, vector_arg
+
+
+def add_search_options(p: argparse.ArgumentParser) -> None:
+    """The options of the R* search, shared by `certify ptr` and `certify report`."""
+    from ..ptr.search import DEFAULT_STEP_TIME_LIMIT
+
+    p.add_argument("--input-norm", default="linf", metavar="N", help="neighbourhood metric: linf (default), l1, l2")
+    p.add_argument("--domain", metavar="LO,HI", help="valid inputs [LO,HI]^n (boxes are intersected with it)")
+    p.add_argument("--tolerance", type=float, default=None, metavar="T",
+                   help="bisection step (rounded down to R/m for an integer m; default R/8)")
+    p.add_argument("--max-radius", type=float, default=None, metavar="M",
+                   help="largest radius searched (default R + 2 R ln(1/delta)/eps, where release is near-certain)")
+    p.add_argument("--step-time-limit", type=float, default=DEFAULT_STEP_TIME_LIMIT, metavar="S",
+                   help=f"time limit of one bisection step (default {DEFAULT_STEP_TIME_LIMIT:g}); an undecided step "
+                        "counts as a violation")
+    p.add_argument("--backend", default="auto", choices=("auto", "gurobi", "highs", "cbc"), help="MILP solver")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "ptr",
+        help="release f(x) with Propose-Test-Release (certified local sensitivity)",
+        description=(
+            "Extended Propose-Test-Release for one point: find R*, the largest radius whose box around the point "
+            "has a certified local Lipschitz constant <= the proposal D_p (bisection on certificates), "
+            "phi = max(0, R* - R), a noisy test of phi, and on success f(x) + Laplace(D_p R / eps) per output. "
+            "Guarantee (2 eps, delta/2) for inputs within R in the input norm (docs/ptr.md). Noise comes from "
+            "the secure sampler unless --seed is given."
+        ),
+    )
+    add_model_argument(p)
+    p.add_argument("--point", required=True, metavar="V", help="the query x: comma-separated numbers or @file")
+    p.add_argument("--radius", required=True, type=float, metavar="R", help="neighbourhood radius R > 0 (privacy radius)")
+    p.add_argument("--epsilon", required=True, type=float, metavar="E", help="epsilon > 0 of the test and of the release")
+    p.add_argument("--delta", required=True, type=float, metavar="D", help="0 < delta < 1 (the guarantee has delta/2)")
+    p.add_argument("--proposal", required=True, type=float, metavar="P",
+                   help="proposed bound D_p > 0 of the local Lipschitz constant (input norm -> l1), chosen without "
+                        "looking at the point (e.g. from `certify report` on public data)")
+    p.add_argument("--seed", type=int, default=None, metavar="S",
+                   help="reproducible numpy noise (NOT secure, for experiments); default: the secure sampler")
+    add_search_options(p)
+    p.add_argument("--time-limit", type=float, default=None, metavar="S", help="time limit of the whole query (seconds)")
+    p.add_argument("--global-bound", type=float, default=None, metavar="G",
+                   help="a certified global Lipschitz bound (input norm -> l1), e.g. from `certify global`")
+    p.add_argument("--threads", type=int, default=1, metavar="K", help="solver threads (default 1)")
+    add_json_flag(p)
+    p.set_defaults(handler=_ptr)
+
+
+def _ptr(args: argparse.Namespace) -> int:
+    from ..errors import BadInput
+    from ..ptr import ptr
+    from ..vectors import parse_positive
+
+    net = load_model(args.model)
+    point = vector_arg(args.point, "--point", net.input_dim)
+    for name in ("time_limit", "step_time_limit", "global_bound"):
+        value = getattr(args, name)
+        if value is not None:
+            parse_positive(value, "--" + name.replace("_", "-"))
+    if args.threads < 1:
+        raise BadInput(f"--threads must be a positive integer, got {args.threads}")
+    result = ptr(net, point, args.radius, epsilon=args.epsilon, delta=args.delta, proposal=args.proposal,
+                 input_norm=args.input_norm, domain=domain_arg(args.domain), tolerance=args.tolerance,
+                 max_radius=args.max_radius, sampler=args.seed, time_limit=args.time_limit,
+                 step_time_limit=args.step_time_limit, global_bound=args.global_bound, backend=args.backend,
+                 threads=args.threads)
+
+    def human(r: dict) -> None:
+        c = console()
+        g = r["guarantee"]
+        verdict = "[bold green]released[/bold green]" if r["released"] else "[bold]not released (bottom)[/bold]"
+        c.print(f"[bold]propose-test-release[/bold]: {verdict}")
+        if r["released"]:
+            out = r["output"]
+            c.print(f"  output      [{', '.join(fmt(v, 6) for v in out[:10])}{', ...' if len(out) > 10 else ''}]")
+        c.print(f"  R*          {fmt(r['r_star']) if r['r_star'] is not None else 'none >= R (the proposal fails at the point)'}"
+                f"  (status {r['status']})")
+        c.print(f"  phi         {fmt(r['phi'])}   noisy {fmt(r['phi_noisy'])}   threshold {fmt(r['threshold'])}")
+        c.print(f"  noise scale {fmt(r['noise_scale'])} (Laplace per output, D_p R / eps)   sampler {r['sampler']}")
+        c.print(f"  guarantee   (epsilon = {fmt(g['epsilon'])}, delta = {fmt(g['delta'])}) for inputs within "
+                f"{fmt(g['radius'])} in {g['metric']}")
+        c.print(f"  steps       {len(r['steps'])}: " + ", ".join(f"{s['decision']}@{fmt(s['radius'], 4)} ({s['method']})"
+                                                            for s in r["steps"]))
+        for note in r["notes"]:
+            c.print(f"  note        {note}")
+
+    return emit(args, result.to_dict(), human)

@@ -1,0 +1,76 @@
+"""Cheap sound bounds that decide most bisection steps before any MILP.
+
+- `jacobian_upper`: an upper bound of sup_{x in box} ||J(x)||_{p->q} from sound pre-activation
+  bounds: every Jacobian of the box lies in an interval matrix [L, U] (slopes 1 / 0 / [0, 1] for
+  active / inactive / unstable ReLUs), so ||J|| <= || max(|L|, |U|) || for these monotone norms.
+- `global_upper`: the layer-product bound (a global constant holds on every box).
+- `sampled_lower`: norms of exact Jacobians at sampled points where the net is certified
+  differentiable (`certify.lipschitz.replay`): lower bounds, with the points as witnesses.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from models.ir import Network
+from solvers.bounds import network_bounds
+from solvers.bounds.types import relu_blocks
+from solvers.norms import operator_norm_upper
+from solvers.phases import ACTIVE, UNSTABLE
+from solvers.rounding import gamma
+
+from ..lipschitz.replay import differentiable_point, norm_lower
+
+
+def jacobian_upper(net: Network, lo: np.ndarray, hi: np.ndarray, p: str, q: str, method: str = "symbolic") -> float:
+    """Certified upper bound of the local Lipschitz constant over [lo, hi] (interval Jacobian)."""
+    nb = network_bounds(net, lo, hi, method)  # type: ignore[arg-type]
+    weights = [b.weight for b in relu_blocks(net)]
+    L = U = weights[0]
+    mag, length = np.abs(weights[0]), weights[0].shape[1]
+    for ph, W in zip(nb.phases(), weights[1:]):
+        s_hi = ((ph == ACTIVE) | (ph == UNSTABLE)).astype(np.float64)[:, None]
+        s_lo = (ph == ACTIVE).astype(np.float64)[:, None]
+        # slope s in [s_lo, s_hi] (a subset of [0, 1]) times an entry in [L, U]
+        L, U = np.minimum(s_lo * L, s_hi * L), np.maximum(s_lo * U, s_hi * U)
+        Wp, Wn = np.maximum(W, 0.0), np.minimum(W, 0.0)
+        L, U = Wp @ L + Wn @ U, Wp @ U + Wn @ L
+        mag = np.abs(W) @ (s_hi * mag)
+        length += W.shape[1]
+    # the same float64 error allowance as the MILP proof's node bound (LipschitzMilp.phase_bound)
+    B = np.maximum(np.abs(L), np.abs(U)) + 4.0 * gamma(length + 2) * mag
+    return float(operator_norm_upper(B, p, q))
+
+
+def global_upper(net: Network, p: str, q: str) -> float:
+    """||  |W_k| ... |W_0|  ||_{p->q}: every Clarke Jacobian of a ReLU net is bounded entrywise by the
+    product of the absolute weights (slopes in [0, 1]), so this norm bounds the constant on every
+    box. Instant; `certify.global_lipschitz` gives tighter bounds to pass as `global_bound`."""
+    weights = [b.weight for b in relu_blocks(net)]
+    M, length = np.abs(weights[0]), weights[0].shape[1]
+    for W in weights[1:]:
+        M = np.abs(W) @ M
+        length += W.shape[1]
+    # non-negative terms: the computed product is within gamma(length) of the exact one, relatively
+    return float(operator_norm_upper(M * (1.0 + 2.0 * gamma(length + 2)), p, q))
+
+
+def sampled_lower(net: Network, lo: np.ndarray, hi: np.ndarray, p: str, q: str, samples: int,
+                  seed: int) -> list[tuple[np.ndarray, float]]:
+    """(point, certified lower bound) at the box centre, `samples` uniform points and as many
+    random vertices (the constant of wide boxes is often reached near corners); seeded."""
+    rng = np.random.default_rng(seed)
+    pts = [(lo + hi) / 2.0]
+    if samples:
+        pts.extend(rng.uniform(lo, hi, size=(samples, lo.size)))
+        pts.extend(np.where(rng.random((samples, lo.size)) < 0.5, lo, hi))
+    blocks = relu_blocks(net)
+    out = []
+    for x in pts:
+        pt = differentiable_point(net, x, blocks)
+        if pt is not None:
+            out.append((pt.x, norm_lower(pt, p, q)))
+    return out
+
+
+__all__ = ["global_upper", "jacobian_upper", "sampled_lower"]
