@@ -135,3 +135,24 @@ def test_a_model_highs_rejects_gets_a_proven_bound_and_a_note():
     res = sound_solve(model, Budget(30), backend="highs")
     assert any("highs failed" in n for n in res.notes), res.notes
     assert res.bound >= 2.0 and res.status in ("optimal", "time_limit")
+
+
+def test_a_budget_spent_before_the_solve_is_a_time_limit_not_optimal():
+    """With no time left for the solver the proof may still close the bound, but there is no
+    incumbent: the status says the time ran out (a caller needing a witness must not read
+    "optimal"), and the bound stays sound."""
+    import scipy.sparse as sp
+
+    from solvers.lp import MilpModel
+    from solvers.milp.sound import sound_solve
+    from solvers.runtime import Budget
+
+    # max x + y  s.t.  x - y <= 0.5,  x, y in [0, 1], y integer: optimum 2 (x = y = 1)
+    model = MilpModel(np.array([1.0, 1.0]), "max", sp.csr_matrix([[1.0, -1.0]]), np.array([-np.inf]),
+                      np.array([0.5]), np.zeros(2), np.ones(2), np.array([False, True]))
+    # 0.6 of the ~0.0165 s left is below the solver's 0.01 s floor; the proof of a 2-variable
+    # model still fits in the rest
+    res = sound_solve(model, Budget(0.0165), backend="highs")
+    assert "no time left for the MILP solve" in res.notes
+    assert res.status == "time_limit" and res.incumbent is None and res.bound >= 2.0
+    assert sound_solve(model, Budget(30), backend="highs").status == "optimal"

@@ -91,11 +91,13 @@ def sound_solve(
     res: MilpResult | None = None
     usable = False
     solver_seconds = 0.0
+    starved = False  # the budget ended before the solver ran: no incumbent, whatever the proof says
     while True:
         deadline = budget.stage(SOLVE_SHARE)
         remaining = None if deadline is None else deadline - time.perf_counter()
         if (remaining is not None and remaining <= 0.01) or interrupted():
             notes.append("no time left for the MILP solve")
+            starved = not interrupted()
             break
         progress = None if on_progress is None else (lambda v, b, n: on_progress("solve", v, b, n))
         opts = SolveOptions(time_limit=remaining, mip_gap=mip_gap, threads=threads, verbose=verbose,
@@ -131,9 +133,9 @@ def sound_solve(
     elif target is not None and sign * proof.bound > sign * target:
         notes.append(f"{res.backend}'s dual bound {res.bound:.9g} was wrong; the proven bound is {proof.bound:.9g}")
     solved = res is not None and usable and res.status == "optimal"
-    if proof.complete and (solved or target is None):
+    if proof.complete and (solved or target is None) and not starved:
         status = "optimal"
-    elif proof.stop == "time_limit" or (res is not None and res.status == "time_limit") or budget.expired():
+    elif starved or proof.stop == "time_limit" or (res is not None and res.status == "time_limit") or budget.expired():
         status = "interrupted" if interrupted() else "time_limit"
     else:
         status = "interrupted"
