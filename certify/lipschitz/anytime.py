@@ -50,8 +50,7 @@ def bab_certificate(net, box, question: NormQuestion, opts: LocalOptions, nb: Ne
             live.emit(Progress(budget.elapsed(), max(ev.lower, search.lower), min(ev.upper, upper), "bab", ev.nodes))
 
         out = lipschitz_bab(net, box, question, search, budget, progress=report if live.active else None,
-                           milp_finish=opts.milp_finish,
-                            root_bounds=nb)
+                            milp_finish=opts.milp_finish, root_bounds=nb)
         nodes, stop = out.nodes, out.stop
         if out.upper < upper:
             upper = out.upper

@@ -65,7 +65,7 @@ class LipschitzBab:
     """The `BabProblem` of one local Lipschitz question (see module doc)."""
 
     def __init__(self, net: Network, box: Box, question: NormQuestion, search: WitnessSearch,
-                 node_lp: bool = True, root_bounds: NetworkBounds | None = None, milp_finish: bool = True,
+                 node_lp: bool = True, root_bounds: NetworkBounds | None = None, milp_finish: bool = False,
                  budget: Budget | None = None) -> None:
         self.net, self.box, self.q, self.search = net, box, question, search
         self.milp_finish, self.budget = milp_finish and question.p != "l2" and question.q != "l2", budget

@@ -135,9 +135,6 @@ def closed(lower: float, upper: float, mip_gap: float) -> bool:
 
 
 
-__all__ = ["MAX_CUTS", "WitnessSearch", "closed"]
-
-
 def walk_regions(search: WitnessSearch, deadline: float | None, starts: int = 16, steps: int = 30,
                  seed: int = 0, pool: int = 256, rounds: int = 8) -> None:
     """Stronger lower bounds: hill-climb across activation regions from the best points found.
@@ -146,8 +143,6 @@ def walk_regions(search: WitnessSearch, deadline: float | None, starts: int = 16
     crosses the nearest region boundaries (the hyperplanes z_i = 0 of neurons close to 0, stepping
     just past them along grad z_i) and moves to the neighbouring region whose Jacobian norm is
     largest, while that improves. Every value kept is a replayed witness (`WitnessSearch.value`)."""
-    import time
-
     q = search.question
     rng = np.random.default_rng(seed)
     lo, hi = np.array(search.box.lo), np.array(search.box.hi)
@@ -210,3 +205,6 @@ def _neighbours(blocks, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, k: int = 
         h, J = s * z, s[:, None] * G
     cands.sort(key=lambda t: t[0])
     return [c for _, c in cands[:k]]
+
+
+__all__ = ["MAX_CUTS", "WitnessSearch", "closed", "walk_regions"]
