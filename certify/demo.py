@@ -89,7 +89,30 @@ def demo_lipschitz() -> None:
     print("LipMIP's reference code reports 0.0969398 (Gurobi's dual bound at its default 1e-4 gap) in about 2 s")
 
 
-STEPS = [demo_import, demo_lipschitz, demo_global, demo_privacy]
+def demo_robustness() -> None:
+    from models.zoo import acasxu_path
+
+    _run("Exact robustness radius of an ACAS Xu decision (MILP lower bound proven, counterexample replayed)",
+         ["radius", acasxu_path(1, 1), "--point", "0.6,-0.3,0.1,0.4,0.2", "--time-limit", "60"])
+
+
+def demo_verify() -> None:
+    from models.zoo import acasxu_path, acasxu_property_path
+
+    _run("Verify a VNN-COMP property (ACAS Xu N_1_9, property 1): unsat is a proof, sat a replayed counterexample",
+         ["verify", acasxu_path(1, 9), acasxu_property_path(1), "--timeout", "60"])
+
+
+def demo_ptr() -> None:
+    from models.zoo import lipmip_suite_path
+
+    _run("Propose-Test-Release of a query: R* from certified local Lipschitz bounds, then the test and release "
+         "(seeded noise for a reproducible demo; the default is the secure sampler)",
+         ["ptr", lipmip_suite_path("lipmip_2-16-16-2"), "--point", "0.3,0.7", "--radius", "0.05", "--epsilon", "1",
+          "--delta", "1e-5", "--proposal", "0.5", "--domain", "0,1", "--seed", "1"])
+
+
+STEPS = [demo_import, demo_lipschitz, demo_global, demo_robustness, demo_verify, demo_privacy, demo_ptr]
 
 
 def main() -> None:

@@ -100,8 +100,11 @@ def test_demo_echoes_commands_that_run_from_the_repository_root(monkeypatch, cap
     demo.demo_import()
     demo.demo_global()
     demo.demo_lipschitz()
+    demo.demo_robustness()
+    demo.demo_verify()
+    demo.demo_ptr()
     echoed = [shlex.split(line[2:]) for line in capsys.readouterr().out.splitlines() if line.startswith("$ certify ")]
-    assert len(echoed) == len(ran) == 4
+    assert len(echoed) == len(ran) == 7
     for shown, argv in zip(echoed, ran):
         assert shown[0] == "certify" and shown[1] == argv[0]
         model = shown[2]
