@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, ClassVar, Sequence
 
@@ -43,42 +43,24 @@ import numpy as np
 
 from models.box import Box
 
-from ..certificate import Certificate, Status
+from ..certificate import Status
 from ..errors import BadInput
+from .classifier_certificate import ClassifierRobustness
 
 NORMS = ("linf", "l1", "l2")
 GAP = 1e-9
 
 
 @dataclass
-class LinearRobustness(Certificate):
-    """A certified robustness radius or hyperrectangle of a linear classifier at `point`.
-
-    `lower`/`upper`: proven bounds of the robustness radius in `input_norm` (the hyperrectangle
-    reports its starting linf radius). `box`: a box on which the class is proven constant (the
-    hyperrectangle; for a radius, the linf ball, or for l1/l2 the largest linf box inside the
-    ball). `witness`: a point of another class at distance `upper`.
+class LinearRobustness(ClassifierRobustness):
+    """A certified robustness radius or hyperrectangle of a linear classifier at `point`
+    (`ClassifierRobustness`): for a radius, `box` is the linf ball, or for l1/l2 the largest linf
+    box inside the ball. `binding_class`: the class whose score meets the predicted one first.
     """
 
     KIND: ClassVar[str] = "linear_robustness"
 
-    result: str = "radius"
-    model: str = ""
-    predicted_class: Any = None
-    point: np.ndarray | None = None
-    features: list[int] = field(default_factory=list)
-    domain: list | None = None
-    witness: np.ndarray | None = None
-    witness_class: Any = None
     binding_class: Any = None
-
-    def _extra_dict(self) -> dict:
-        return {"gap": self.gap}
-
-    def __str__(self) -> str:
-        up = "inf" if self.upper is None else f"{self.upper:.9g}"
-        return (f"{self.model}: class {self.predicted_class!r} kept within {self.input_norm} radius "
-                f"[{self.lower:.9g}, {up}] ({self.status}); box {self.box!r}")
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,6 @@ the final box is: the class is constant on all its float64 points.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -36,8 +35,9 @@ import numpy as np
 
 from models.box import Box
 
-from ..certificate import Certificate, Status
+from ..certificate import Status
 from ..errors import BadInput
+from .classifier_certificate import ClassifierRobustness
 from .tree_milp import FlipModel, build_flip_model, first_above
 from .tree_milp import fraction_down as _down
 from .tree_milp import fraction_up as _up
@@ -48,40 +48,21 @@ GAP = 1e-9
 
 
 @dataclass
-class TreeRobustness(Certificate):
-    """A certified robustness radius or hyperrectangle of a tree ensemble at `point`.
-
-    `lower`/`upper`: proven bounds of the linf robustness radius over `features` (the
-    hyperrectangle reports its starting radius). `box`: a box on which the class is proven
-    constant. `witness`: a point of another class at distance `upper` (replayed in scikit-learn).
-    `sides`: per pushed side of the hyperrectangle, its feature, side, whether it is proven
-    maximal, and the replayed witness just beyond it.
+class TreeRobustness(ClassifierRobustness):
+    """A certified linf robustness radius or hyperrectangle of a tree ensemble at `point`
+    (`ClassifierRobustness`; witnesses replayed in scikit-learn). `sides`: per pushed side of the
+    hyperrectangle, its feature, side, whether it is proven maximal, and the replayed witness just
+    beyond it.
     """
 
     KIND: ClassVar[str] = "tree_robustness"
 
-    result: str = "radius"
-    model: str = ""
-    predicted_class: Any = None
-    point: np.ndarray | None = None
-    features: list[int] = field(default_factory=list)
-    domain: list | None = None
-    witness: np.ndarray | None = None
-    witness_class: Any = None
     sides: list[dict] = field(default_factory=list)
     backend: str = ""
     solves: int = 0
     milp_seconds: float = 0.0
     proof_seconds: float = 0.0
     proof_nodes: int = 0
-
-    def _extra_dict(self) -> dict:
-        return {"gap": self.gap}
-
-    def __str__(self) -> str:
-        up = "inf" if self.upper is None else f"{self.upper:.9g}"
-        return (f"{self.model}: class {self.predicted_class!r} kept within linf radius [{self.lower:.9g}, {up}] "
-                f"({self.status}); box {self.box!r}")
 
 
 # ---------------------------------------------------------------------------------- preparation
