@@ -49,8 +49,9 @@ def status_line(args) -> StatusLine | None:
     return StatusLine() if wanted else None
 
 
-def add_progress_flags(parser) -> None:
+def add_progress_flags(parser, what: str = "status line") -> None:
+    """--progress / --no-progress (default: on when stderr is a terminal); `what` names the display."""
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--progress", dest="progress", action="store_true", default=None,
-                       help="show a live status line on stderr (default: when stderr is a terminal)")
-    group.add_argument("--no-progress", dest="progress", action="store_false", help="no status line")
+                       help=f"show a live {what} on stderr (default: when stderr is a terminal)")
+    group.add_argument("--no-progress", dest="progress", action="store_false", help=f"no {what}")

@@ -6,6 +6,7 @@ import argparse
 import os
 
 from .common import add_json_flag, add_model_argument, console, domain_arg, emit, fmt, load_model
+from .progress import add_progress_flags
 from .ptr_cmd import add_search_options
 
 
@@ -41,10 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--curve", type=int, default=DEFAULT_CURVE, metavar="N",
                    help=f"extra proposal values for the release-rate curve (default {DEFAULT_CURVE}; 0: none)")
     p.add_argument("--no-html", action="store_true", help="write report.json only")
-    group = p.add_mutually_exclusive_group()
-    group.add_argument("--progress", dest="progress", action="store_true", default=None,
-                       help="progress bars on stderr (default: when stderr is a terminal)")
-    group.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
+    add_progress_flags(p, "progress bar")
     add_json_flag(p)
     p.set_defaults(handler=_report)
 
