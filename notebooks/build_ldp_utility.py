@@ -10,12 +10,12 @@ certified boxes), so `tests/test_notebooks.py` re-executing it is a test.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-import nbformat
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared builder helpers (notebooks/_notebook.py)
 
-HERE = Path(__file__).resolve().parent
-md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+from _notebook import builder, code, md  # noqa: E402
 
 cells = [
     md("# LDP utility with certified robustness boxes\n\n"
@@ -116,18 +116,7 @@ cells = [
        "eps; rho is a guarantee (certified box x exact masses) and sits below the sampled rho_hat everywhere."),
 ]
 
-nb = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                                                      "language": "python"}})
-
-
-def build(path: Path = HERE / "ldp_utility.ipynb", execute: bool = True) -> Path:
-    from nbclient import NotebookClient
-
-    if execute:
-        NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}).execute()
-    nbformat.write(nb, path)
-    return path
-
+nb, build = builder(cells, "ldp_utility")  # build(path=notebooks/ldp_utility.ipynb, quick=False): execute, write
 
 if __name__ == "__main__":
     print("wrote", build())
