@@ -46,3 +46,8 @@ def check_notebook(name: str, tmp_path: Path, figure: str) -> None:
 @pytest.mark.notebook
 def test_ldp_utility_notebook_runs_and_its_committed_copy_is_current(tmp_path):
     check_notebook("ldp_utility", tmp_path, "rho vs rho_hat")
+
+
+@pytest.mark.notebook
+def test_certify_model_notebook_runs_and_its_committed_copy_is_current(tmp_path):
+    check_notebook("certify_model", tmp_path, "anytime certified interval")
