@@ -51,3 +51,8 @@ def test_ldp_utility_notebook_runs_and_its_committed_copy_is_current(tmp_path):
 @pytest.mark.notebook
 def test_certify_model_notebook_runs_and_its_committed_copy_is_current(tmp_path):
     check_notebook("certify_model", tmp_path, "anytime certified interval")
+
+
+@pytest.mark.notebook
+def test_inference_privacy_notebook_runs_and_its_committed_copy_is_current(tmp_path):
+    check_notebook("inference_privacy", tmp_path, "accuracy vs epsilon")
