@@ -26,9 +26,9 @@ from models.box import Box
 from models.ir import Network
 from solvers.bab import BabProgress, NodeBound, branch_and_bound
 from solvers.bounds import network_bounds
-from solvers.bounds.jacobian import clarke_norm_bound
+from solvers.bounds.jacobian import clarke_norm_bound, clarke_norm_bound_batch
 from solvers.bounds.types import NetworkBounds, relu_blocks
-from solvers.phases import ACTIVE, INACTIVE, UNSTABLE
+from solvers.phases import ACTIVE, INACTIVE, UNSTABLE, phases
 from solvers.regions import has_no_interior, interior_point
 from solvers.runtime import Budget
 
@@ -40,6 +40,11 @@ RELU_SPLIT_AT = 2        # ... while more than this many neurons are unstable on
 LP_NODE_UNSTABLE = 24    # nodes with at most this many unstable neurons also get the LP bound
 MILP_FINISH_UNSTABLE = 6  # ... and with at most this many, the exact MILP finisher closes them
 MILP_FINISH_SECONDS = 1.0  # per finished node (its proven bound counts even when cut short)
+BATCH = 32               # best open nodes branched together; their input-split children are bounded
+                         # in one vectorised call (pre-activations and Jacobian bounds over the batch)
+PRE_SLOPES = 3           # batched pre-activation rows: CROWN's, parallel and flipped lower slopes
+PROBES = 4               # points per batched node (centre + random) ranked for witness replay
+REPLAYS = 2              # ... of which the best this many per batch are replayed
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,12 @@ class LipschitzBab:
         self.weights = [b.weight for b in self.blocks]
         self.split_inputs = int(np.sum(box.free)) <= INPUT_SPLIT_DIM
         self.node_lp = node_lp
+        self.batched = None  # vectorised bounds of input-split nodes (no fixed phases, no node LP/MILP)
+        if not node_lp and not self.milp_finish:
+            from certify.verify.batch_bounds import BatchedSymbolicBounds
+
+            self.batched = BatchedSymbolicBounds(net, pre_slopes=PRE_SLOPES, per_box_rows=True)
+        self.rng = np.random.default_rng(0)
         # influence of each input on each pre-activation (|W| chains): weights the input-split choice
         self.influence = [np.abs(self.weights[0])]
         for W in self.weights[1:-1]:
@@ -113,6 +124,56 @@ class LipschitzBab:
                 return NodeBound(-math.inf, leaf=True)
         # with every phase known the node's Jacobian is one matrix: its bound is exact
         return NodeBound(upper, lower, leaf=unstable == 0, data=nb)
+
+    def bound_many(self, nodes: list[_Node]) -> list[NodeBound]:
+        """`bound` of each node; nodes of pure input splits (no fixed phase, a parent's bounds)
+        are bounded together (`_bound_boxes`), the others one by one."""
+        out: list[NodeBound | None] = [None] * len(nodes)
+        boxes = [i for i, n in enumerate(nodes) if self.batched is not None and n.fixed is None and n.prior is not None]
+        if boxes:
+            for i, b in zip(boxes, self._bound_boxes([nodes[i] for i in boxes])):
+                out[i] = b
+        return [b if b is not None else self.bound(n) for n, b in zip(nodes, out)]
+
+    def _bound_boxes(self, nodes: list[_Node]) -> list[NodeBound]:
+        """Node bounds of sub-boxes, vectorised: symbolic pre-activation bounds over the batch
+        (each node's parent bounds intersected: `certify.verify.batch_bounds`, the same rounding
+        policy as `solvers.bounds`), the batched Clarke-Jacobian bound, and witnesses: the Jacobian
+        norms at each node's centre and a few random points are estimated together and the best
+        replayed (`_replay`: certified differentiable points, the only lower bounds kept)."""
+        from certify.verify.batch_bounds import PreBounds, interval_batch
+
+        from .replay import norm_estimates
+
+        lo, hi = np.stack([n.lo for n in nodes]), np.stack([n.hi for n in nodes])
+        parents = [PreBounds(np.concatenate(n.prior.pre_lo), np.concatenate(n.prior.pre_hi)) for n in nodes]
+        pre_lo, pre_hi, _, _ = self.batched.pre_bounds(lo, hi, parents)
+        last = self.blocks[-1]
+        out_lo, out_hi = interval_batch(last.weight, last.bias, np.maximum(pre_lo[-1], 0.0), np.maximum(pre_hi[-1], 0.0))
+        out_lo = np.maximum(out_lo, np.stack([n.prior.out_lo for n in nodes]))
+        out_hi = np.minimum(out_hi, np.stack([n.prior.out_hi for n in nodes]))
+        ph = [phases(l, u) for l, u in zip(pre_lo, pre_hi)]
+        upper = clarke_norm_bound_batch(self.weights, [np.where(p == ACTIVE, 1.0, 0.0) for p in ph],
+                                        [np.where(p == INACTIVE, 0.0, 1.0) for p in ph], self.q.p, self.q.q,
+                                        self.q.target)
+        unstable = sum((p == UNSTABLE).sum(axis=1) for p in ph)
+        # witnesses: the probes' estimated norms pick the points to replay
+        probes = np.concatenate([0.5 * (lo + hi)[:, None, :],
+                                 self.rng.uniform(lo[:, None, :], hi[:, None, :], (len(nodes), PROBES - 1, lo.shape[1]))],
+                                axis=1).reshape(-1, lo.shape[1])
+        est = norm_estimates(self.blocks, probes, self.q.p, self.q.q, self.q.target)
+        lower = np.full(len(nodes), -math.inf)
+        for k in np.argsort(-est)[:REPLAYS]:
+            if est[k] > self.search.lower:
+                lower[k // PROBES] = max(lower[k // PROBES], self._replay(probes[k]))
+        result = []
+        for b, n in enumerate(nodes):
+            nb = NetworkBounds(lo[b], hi[b], [l[b] for l in pre_lo], [u[b] for u in pre_hi], out_lo[b], out_hi[b],
+                               "symbolic")
+            # every phase known on a sub-box without fixed phases: one Jacobian on the whole box,
+            # whose centre is replayed above only when promising; its bound is (nearly) exact
+            result.append(NodeBound(float(upper[b]), float(lower[b]), leaf=bool(unstable[b] == 0), data=nb))
+        return result
 
     def branch(self, node: _Node, nb: NodeBound, prune_level: float):
         bounds: NetworkBounds = nb.data
@@ -237,7 +298,7 @@ def lipschitz_bab(net: Network, box: Box, question: NormQuestion, search: Witnes
     `milp_finish`: close nodes with few unstable neurons by the exact (proven) MILP."""
     problem = LipschitzBab(net, box, question, search, node_lp, root_bounds, milp_finish, budget)
     res = branch_and_bound(problem, gap=1e-6, deadline=budget.deadline, lower=search.lower, max_nodes=max_nodes,
-                           progress=progress)
+                           progress=progress, batch=BATCH)
     return BabOutcome(res.upper, max(res.lower, search.lower), res.nodes, res.stop, res.seconds)
 
 

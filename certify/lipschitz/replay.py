@@ -238,4 +238,34 @@ def sample_lower(
     return best, best_pt
 
 
-__all__ = ["DifferentiablePoint", "differentiable_point", "direction_pair", "norm_lower", "sample_lower"]
+def norm_estimates(blocks, X: np.ndarray, input_norm: str, output_norm: str | None,
+                   target: np.ndarray | None) -> np.ndarray:
+    """Float64 Jacobian norms at the rows of X, vectorised (the pattern taken with ReLU'(0) = 0).
+    NOT sound: they only rank points, and the best are replayed (`differentiable_point`,
+    `norm_lower`). Norms without a cheap closed form are ranked by the Frobenius norm."""
+    h, pattern = X, []
+    for blk in blocks[:-1]:
+        z = h @ blk.weight.T + blk.bias
+        s = (z > 0).astype(np.float64)
+        pattern.append(s)
+        h = s * z
+    J = np.broadcast_to(blocks[-1].weight, (X.shape[0],) + blocks[-1].weight.shape)
+    for blk, s in zip(reversed(blocks[:-1]), reversed(pattern)):
+        J = (J * s[:, None, :]) @ blk.weight
+    if target is not None:
+        return np.array([vector_norm(g, dual(input_norm)) for g in np.einsum("m,bmn->bn", target, J)])
+    p, q = input_norm, str(output_norm)
+    if p == "l1":  # the largest column's q-norm
+        cols = {"l1": np.abs(J).sum(axis=1), "linf": np.abs(J).max(axis=1)}.get(q)
+        return (np.sqrt((J * J).sum(axis=1)) if cols is None else cols).max(axis=1)
+    if q == "linf":
+        return (np.abs(J).sum(axis=2) if p == "linf" else np.sqrt((J * J).sum(axis=2))).max(axis=1)
+    n = J.shape[2]
+    if (p, q) == ("linf", "l1") and n <= EXACT_ENUMERATION:
+        U = np.array(np.meshgrid(*([[1.0]] + [[-1.0, 1.0]] * (n - 1)), indexing="ij")).reshape(n, -1)
+        return np.abs(J @ U).sum(axis=1).max(axis=1)
+    return np.sqrt((J * J).sum(axis=(1, 2)))
+
+
+__all__ = ["DifferentiablePoint", "differentiable_point", "direction_pair", "norm_estimates", "norm_lower",
+           "sample_lower"]

@@ -113,7 +113,8 @@ class LiveLayers:
 
 def backsubstitute_upper_batch(live: LiveLayers, j: int, coeff: np.ndarray, lo: np.ndarray, hi: np.ndarray,
                                mag: np.ndarray, gaps: dict[int, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Sound upper bounds (B, R) of the rows coeff (R, n_j) of z_j over each box, and the input
+    """Sound upper bounds (B, R) of the rows coeff (R, n_j, or (B, R, n_j): rows per box) of z_j
+    over each box, and the input
     coefficients (B, R, n) of the back-substituted linear upper bound. With `gaps`, also records
     per ReLU layer t the intercept each alive neuron adds to the bound (B, R, |alive_t|): the
     relaxation looseness that splitting can remove (a split hint only).
@@ -125,8 +126,13 @@ def backsubstitute_upper_batch(live: LiveLayers, j: int, coeff: np.ndarray, lo: 
     blocks = live.blocks
     B = lo.shape[0]
     W_j = blocks[j].weight[:, live.inputs_of(j)]
-    lam = np.broadcast_to(coeff @ W_j, (B, coeff.shape[0], W_j.shape[1]))
-    const = np.broadcast_to(coeff @ blocks[j].bias, (B, coeff.shape[0]))
+    if coeff.ndim == 3:  # rows of their own per box (B, R, n_j)
+        lam, const = coeff @ W_j, coeff @ blocks[j].bias
+        row_mag = np.einsum("bn,brn->br", mag, np.abs(coeff))
+    else:
+        lam = np.broadcast_to(coeff @ W_j, (B, coeff.shape[0], W_j.shape[1]))
+        const = np.broadcast_to(coeff @ blocks[j].bias, (B, coeff.shape[0]))
+        row_mag = mag @ np.abs(coeff).T
     length = blocks[j].in_dim + 1
     for t in range(j - 1, -1, -1):
         r = live.relax[t]
@@ -143,8 +149,23 @@ def backsubstitute_upper_batch(live: LiveLayers, j: int, coeff: np.ndarray, lo: 
         lam = lam @ live.weight[t]
         length += blocks[t].in_dim + 2
     upper = const + np.einsum("brn,bn->br", np.maximum(lam, 0.0), hi) + np.einsum("brn,bn->br", np.minimum(lam, 0.0), lo)
-    _, upper = widen(upper, upper, mag @ np.abs(coeff).T, length + coeff.shape[1], factor=4.0 * 2.0**j)
+    _, upper = widen(upper, upper, row_mag, length + coeff.shape[-1], factor=4.0 * 2.0**j)
     return upper, lam
+
+
+def best_of_slopes(live: LiveLayers, j: int, coeff: np.ndarray, lo: np.ndarray, hi: np.ndarray, mag: np.ndarray,
+                   up: np.ndarray) -> np.ndarray:
+    """min(up, the rows back-substituted again with the parallel and with the flipped lower slopes
+    of the unstable ReLUs): each result is sound, so the smallest is (alpha-CROWN's idea with
+    three fixed slopes, no optimiser). `up`: the bounds with CROWN's slopes."""
+    for variant in (_parallel_lower, _flipped_lower):
+        saved = live.relax
+        live.relax = [variant(r) for r in saved]
+        try:
+            up = np.minimum(up, backsubstitute_upper_batch(live, j, coeff, lo, hi, mag, None)[0])
+        finally:
+            live.relax = saved
+    return up
 
 
 class BatchedSymbolicBounds:
@@ -153,8 +174,37 @@ class BatchedSymbolicBounds:
 
     name = "symbolic-batched"
 
-    def __init__(self, net: Network) -> None:
+    def __init__(self, net: Network, pre_slopes: int = 1, per_box_rows: bool = False) -> None:
         self.blocks = relu_blocks(net)
+        # each box back-substitutes only its own unstable neurons (padded), not the batch's union
+        self.per_box_rows = per_box_rows
+        # pre-activation rows back-substituted with CROWN's lower slopes only (1) or also with the
+        # parallel and flipped ones (3), the smallest bound kept
+        self.pre_slopes = pre_slopes
+
+    def _rebound_per_box(self, live: LiveLayers, j: int, l: np.ndarray, u: np.ndarray, lo: np.ndarray,
+                         hi: np.ndarray, mag: np.ndarray) -> None:
+        """Back-substitute, in place, each box's own unstable neurons of layer j (padded to the
+        largest count with repeats of a neuron of the box, which bound it again harmlessly)
+        rather than every neuron unstable in some box of the batch."""
+        unstable = (l < 0) & (u > 0)
+        R = int(unstable.sum(axis=1).max())
+        if R == 0:
+            return
+        B, n = l.shape
+        order = np.argsort(~unstable, axis=1, kind="stable")[:, :R]  # each box's unstable first
+        valid = np.take_along_axis(unstable, order, axis=1)
+        idx = np.where(valid, order, order[:, :1])
+        C = np.zeros((B, 2 * R, n))
+        ar = np.arange(B)[:, None]
+        C[ar, np.arange(R)[None, :], idx] = 1.0
+        C[ar, R + np.arange(R)[None, :], idx] = -1.0
+        up, _ = backsubstitute_upper_batch(live, j, C, lo, hi, mag)
+        if self.pre_slopes > 1:
+            up = best_of_slopes(live, j, C, lo, hi, mag, up)
+        # a box with no unstable neuron repeats neuron order[:, 0]: a sound bound of it all the same
+        np.minimum.at(u, (np.broadcast_to(ar, idx.shape), idx), up[:, :R])
+        np.maximum.at(l, (np.broadcast_to(ar, idx.shape), idx), -up[:, R:])
 
     def pre_bounds(self, lo: np.ndarray, hi: np.ndarray, parents: list[PreBounds | None],
                    sens: list | None = None) -> tuple[list, list, LiveLayers, list]:
@@ -181,7 +231,9 @@ class BatchedSymbolicBounds:
                 l = np.maximum(l, parent_lo[:, offset: offset + width])
                 u = np.minimum(u, parent_hi[:, offset: offset + width])
                 offset += width
-            if j > 0:
+            if j > 0 and self.per_box_rows and sens is None:
+                self._rebound_per_box(live, j, l, u, lo, hi, mags[j])
+            elif j > 0:
                 # neurons unstable in some box (after inheritance) are the only ones worth re-bounding
                 idx = np.flatnonzero(np.any((l < 0) & (u > 0), axis=0))
                 if idx.size:
@@ -190,6 +242,8 @@ class BatchedSymbolicBounds:
                     C[np.arange(idx.size), idx] = 1.0
                     C[idx.size + np.arange(idx.size), idx] = -1.0
                     up, lam = backsubstitute_upper_batch(live, j, C, lo, hi, mags[j])
+                    if self.pre_slopes > 1:
+                        up = best_of_slopes(live, j, C, lo, hi, mags[j], up)
                     u[:, idx] = np.minimum(u[:, idx], up[:, : idx.size])
                     l[:, idx] = np.maximum(l[:, idx], -up[:, idx.size:])
                     if sens is not None:
@@ -224,15 +278,7 @@ class BatchedSymbolicBounds:
         hy_lo = interval_batch(rows.H, np.zeros(rows.count), out_lo, out_hi)[0]
         gaps: dict[int, np.ndarray] | None = {} if hint else None
         up, lam = backsubstitute_upper_batch(live, K, -rows.H, lo, hi, mags[K], gaps)
-        for variant in (_parallel_lower, _flipped_lower):
-            # the spec rows again with other lower slopes of the unstable ReLUs: each result is
-            # sound, so the smallest is (alpha-CROWN's idea with three fixed slopes, no optimiser)
-            saved = live.relax
-            live.relax = [variant(r) for r in saved]
-            try:
-                up = np.minimum(up, backsubstitute_upper_batch(live, K, -rows.H, lo, hi, mags[K], None)[0])
-            finally:
-                live.relax = saved
+        up = best_of_slopes(live, K, -rows.H, lo, hi, mags[K], up)
         hy_lo = np.maximum(hy_lo, -up)
         lower = np.nextafter(gx_lo + hy_lo, -np.inf)  # sum of two sound lower bounds, rounded down
         upper, infeasible = clause_bounds(rows, owner, len(region.clauses), lower)
@@ -268,5 +314,5 @@ class BatchedSymbolicBounds:
         return scores
 
 
-__all__ = ["BatchedSymbolicBounds", "LiveLayers", "PreBounds", "backsubstitute_upper_batch", "interval_batch",
-           "magnitudes_batch"]
+__all__ = ["BatchedSymbolicBounds", "LiveLayers", "PreBounds", "backsubstitute_upper_batch", "best_of_slopes",
+           "interval_batch", "magnitudes_batch"]

@@ -49,6 +49,10 @@ class BabProblem(Protocol[N]):
         A child whose cheap bound is <= `prune_level` is closed without being bounded."""
         ...
 
+    # optional, used with `branch_and_bound(..., batch > 1)`: the bounds of several nodes at once
+    # (same contract as `bound`, one `NodeBound` per node, in order)
+    # def bound_many(self, nodes: list[N]) -> list[NodeBound]: ...
+
 
 @dataclass
 class BabProgress:
@@ -89,10 +93,16 @@ def branch_and_bound(
     progress: Callable[[BabProgress], None] | None = None,
     progress_every: float = 0.5,
     lower: float = -math.inf,
+    batch: int = 1,
 ) -> BabResult:
     """Run the search. `target`: close nodes whose bound is <= target (prove upper <= target);
     `gap`: stop once upper - lower <= gap * |upper|; `deadline`: a `time.perf_counter()` value;
-    `lower`: a value already known to be attained (prunes like the target)."""
+    `lower`: a value already known to be attained (prunes like the target).
+
+    `batch` > 1 with a problem that has `bound_many`: up to `batch` of the best open nodes are
+    branched together and all their children bounded in one call (vectorised bounds amortise
+    per-node overhead). Until the children are pushed, the largest bound of the nodes taken off
+    the heap stays part of `upper` (`pending`), so every stop keeps the bound sound."""
     t0 = time.perf_counter()
     counter = itertools.count()
     heap: list[tuple[float, int, int, Any, NodeBound | None]] = []
@@ -119,12 +129,16 @@ def branch_and_bound(
         heapq.heappush(heap, (-bound, next(counter), depth, node, nb))
 
     def evaluate(node, depth: int) -> None:
+        record(node, problem.bound(node), depth)
+
+    def record(node, nb: NodeBound, depth: int) -> None:
         nonlocal nodes, lower, incumbent
-        nb = problem.bound(node)
         nodes += 1
         if nb.lower > lower:
             lower, incumbent = nb.lower, nb.witness
         push(node, nb, nb.upper, depth)
+
+    many = getattr(problem, "bound_many", None) if batch > 1 else None
 
     def current_upper() -> float:
         top = -heap[0][0] if heap else -math.inf
@@ -147,16 +161,27 @@ def branch_and_bound(
             if max_nodes is not None and nodes >= max_nodes:
                 stop = "node_limit"
                 break
-            neg, _, depth, node, nb = heapq.heappop(heap)
-            if -neg <= prune_level():  # the prune level rose since it was pushed
-                closed = max(closed, -neg)
-                continue
-            pending = -neg
-            for child, cheap in problem.branch(node, nb, prune_level()):
-                if cheap is not None and cheap <= prune_level():
-                    closed = max(closed, cheap)
+            taken = []  # (depth, node, bound) of the nodes branched in this round
+            while heap and len(taken) < (batch if many is not None else 1):
+                neg, _, depth, node, nb = heapq.heappop(heap)
+                if -neg <= prune_level():  # the prune level rose since it was pushed
+                    closed = max(closed, -neg)
                     continue
-                evaluate(child, depth + 1)
+                pending = max(pending, -neg)
+                taken.append((depth, node, nb))
+            kids = []
+            for depth, node, nb in taken:
+                for child, cheap in problem.branch(node, nb, prune_level()):
+                    if cheap is not None and cheap <= prune_level():
+                        closed = max(closed, cheap)
+                        continue
+                    if many is None:
+                        evaluate(child, depth + 1)
+                    else:
+                        kids.append((child, depth + 1))
+            if kids:
+                for (child, depth), cb in zip(kids, many([c for c, _ in kids]), strict=True):
+                    record(child, cb, depth)
             pending = -math.inf
             if progress is not None and time.perf_counter() - last_report >= progress_every:
                 last_report = time.perf_counter()

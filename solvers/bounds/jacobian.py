@@ -83,15 +83,7 @@ def clarke_norm_bound(weights: list[np.ndarray], s_lo: list[np.ndarray], s_hi: l
     from ..rounding import gamma, round_up
 
     m = weights[-1].shape[0]
-    if target is not None:
-        C = np.asarray(target, dtype=np.float64).reshape(1, -1)
-    elif q == "linf":
-        C = np.eye(m)
-    elif q == "l1" and m <= MAX_SIGN_OUTPUTS:
-        signs = np.array(np.meshgrid(*([[1.0]] + [[-1.0, 1.0]] * (m - 1)), indexing="ij")).reshape(m, -1).T
-        C = signs
-    else:
-        C = None
+    C = _output_functionals(m, q, target)
     length = sum(w.shape[1] for w in weights) + m + 2
     if all(np.array_equal(a, b) for a, b in zip(s_lo, s_hi)):  # one Jacobian: its norm, certified
         M, mag = weights[0], np.abs(weights[0])
@@ -113,25 +105,66 @@ def clarke_norm_bound(weights: list[np.ndarray], s_lo: list[np.ndarray], s_hi: l
             mag = np.abs(W) @ (sh[:, None] * mag)
         B = np.maximum(np.abs(L), np.abs(U)) + 4.0 * gamma(length) * mag
         return operator_norm_upper(B, p, str(q))
-    GL = GU = C @ weights[-1]
-    mag = np.abs(C) @ np.abs(weights[-1])
+    rows = [s[None, :] for s in s_lo], [s[None, :] for s in s_hi]
+    return float(_functional_bounds(weights, rows[0], rows[1], p, C, length)[0])
+
+
+def clarke_norm_bound_batch(weights: list[np.ndarray], s_lo: list[np.ndarray], s_hi: list[np.ndarray], p: str,
+                            q: str | None, target: np.ndarray | None = None) -> np.ndarray:
+    """`clarke_norm_bound` for B slope boxes at once: s_lo[j], s_hi[j] are (B, n_j) arrays; returns
+    the B bounds. The enumerated output functionals are bounded vectorised over the batch (the
+    same interval arithmetic and rounding allowance); the other cases box by box."""
+    C = _output_functionals(weights[-1].shape[0], q, target)
+    B = s_lo[0].shape[0] if s_lo else 1
+    if C is None or not s_lo:
+        return np.array([clarke_norm_bound(weights, [s[b] for s in s_lo], [s[b] for s in s_hi], p, q, target)
+                         for b in range(B)])
+    length = sum(w.shape[1] for w in weights) + weights[-1].shape[0] + 2
+    return _functional_bounds(weights, s_lo, s_hi, p, C, length)
+
+
+def _output_functionals(m: int, q: str | None, target: np.ndarray | None) -> np.ndarray | None:
+    """The extreme points c of the dual q-ball (one per +- pair) when few, or the target."""
+    if target is not None:
+        return np.asarray(target, dtype=np.float64).reshape(1, -1)
+    if q == "linf":
+        return np.eye(m)
+    if q == "l1" and m <= MAX_SIGN_OUTPUTS:
+        return np.array(np.meshgrid(*([[1.0]] + [[-1.0, 1.0]] * (m - 1)), indexing="ij")).reshape(m, -1).T
+    return None
+
+
+def _functional_bounds(weights, s_lo, s_hi, p: str, C: np.ndarray, length: int) -> np.ndarray:
+    """Bounds (B,) of max over c in C of ||c^T J||_{p*}, slopes (B, n_j): the row c^T J bounded by
+    interval arithmetic backwards through the switches (Fast-Lip / RecurJac style), paired with
+    forward passes over the input directions when those are few (`_paired_bound`)."""
+    from ..norms import dual
+    from ..rounding import gamma, round_up
+
+    B = s_lo[0].shape[0]
+    GL = GU = np.broadcast_to(C @ weights[-1], (B,) + (C.shape[0], weights[-1].shape[1]))
+    mag = np.broadcast_to(np.abs(C) @ np.abs(weights[-1]), GL.shape)
+    rows = []  # (GL, GU) of the row entering switch layer j, last layer first
     for sl, sh, W in zip(reversed(s_lo), reversed(s_hi), reversed(weights[:-1])):
+        rows.append((GL, GU))
+        sl, sh = sl[:, None, :], sh[:, None, :]
         GL, GU = np.minimum(GL * sl, GL * sh), np.maximum(GU * sl, GU * sh)
         Wp, Wn = np.maximum(W, 0.0), np.minimum(W, 0.0)
         GL, GU = GL @ Wp + GU @ Wn, GU @ Wp + GL @ Wn
         mag = (mag * sh) @ np.abs(W)
+    err = 4.0 * gamma(length) * mag
     D = _input_directions(p, weights[0].shape[1])
     if D is not None:  # both sides enumerated: each pair (c, w) bounded forwards and backwards
-        return _paired_bound(weights, s_lo, s_hi, C, D, GL, GU, 4.0 * gamma(length) * mag)
-    B = np.maximum(np.abs(GL), np.abs(GU)) + 4.0 * gamma(length) * mag
+        return _paired_bound(weights, s_lo, s_hi, C, D, GL, GU, err, rows[::-1])
+    Bm = np.maximum(np.abs(GL), np.abs(GU)) + err
     d = dual(p)
     if d == "l1":
-        vals = B.sum(axis=1)
-        return round_up(float(vals.max()), float(vals.max()), B.shape[1] + 2)
+        vals = Bm.sum(axis=2).max(axis=1)
+        return np.array([round_up(float(v), float(v), Bm.shape[2] + 2) for v in vals])
     if d == "linf":
-        return float(B.max())
-    vals = np.sqrt((B * B).sum(axis=1))
-    return round_up(float(vals.max()), float(vals.max()), B.shape[1] + 4)
+        return Bm.max(axis=(1, 2))
+    vals = np.sqrt((Bm * Bm).sum(axis=2)).max(axis=1)
+    return np.array([round_up(float(v), float(v), Bm.shape[2] + 4) for v in vals])
 
 
 def _input_directions(p: str, n: int) -> np.ndarray | None:
@@ -144,26 +177,60 @@ def _input_directions(p: str, n: int) -> np.ndarray | None:
 
 
 def _paired_bound(weights, s_lo, s_hi, C: np.ndarray, D: np.ndarray, GL: np.ndarray, GU: np.ndarray,
-                  err_back: np.ndarray) -> float:
-    """max over c in C and w in D of min(forward bound, backward bound) of c^T J w.
+                  err_back: np.ndarray, rows: list) -> np.ndarray:
+    """max over c in C and w in D of the best of several bounds of c^T J w, per box (B,).
 
     The forward pass bounds the vector J w for each w by intervals, the backward pass the row c^T J
-    for each c; both bound the same scalar, so their minimum does, pair by pair. For the l1 input
-    set D = {e_k} the value is |c^T J e_k| (both signs are covered by bounding -c^T J e_k too)."""
+    for each c; both bound the same scalar, so their minimum does, pair by pair. The passes also
+    meet at every switch layer j: c^T J w = sum_i g_i d_i f_i with g (the row entering switch j,
+    `rows[j]`), f (the forward signal entering it) and the slope d_i in their intervals, bounded
+    term by term at the vertices of the three intervals (the product is linear in each). For the
+    l1 input set D = {e_k} the value is |c^T J e_k| (both signs are covered by bounding -c^T J e_k
+    too). Slopes s_lo[j], s_hi[j] are (B, n_j); GL, GU, err_back (B, |C|, n).
+
+    Rounding: every computed endpoint is within the |W|-chain allowance `err` of its exact
+    interval-arithmetic value; a meet adds the products' and the sum's roundings, bounded by the
+    same chain, so it is widened by three allowances."""
     from ..rounding import gamma, round_up
 
-    L = U = weights[0] @ D.T
-    for sl, sh, W in zip(s_lo, s_hi, weights[1:]):
-        L, U = np.minimum(sl[:, None] * L, sh[:, None] * L), np.maximum(sl[:, None] * U, sh[:, None] * U)
-        Wp, Wn = np.maximum(W, 0.0), np.minimum(W, 0.0)
-        L, U = Wp @ L + Wn @ U, Wp @ U + Wn @ L
+    B = s_lo[0].shape[0]
     Cp, Cn = np.maximum(C, 0.0), np.minimum(C, 0.0)
     Dp, Dn = np.maximum(D.T, 0.0), np.minimum(D.T, 0.0)
-    fwd_hi, fwd_lo = Cp @ U + Cn @ L, Cp @ L + Cn @ U          # bounds of c^T J w, (c, w)
-    bwd_hi, bwd_lo = GU @ Dp + GL @ Dn, GL @ Dp + GU @ Dn
     err = err_back @ np.abs(D.T)  # the |W| chain covers both passes' rounding
+    bwd_hi, bwd_lo = GU @ Dp + GL @ Dn, GL @ Dp + GU @ Dn  # bounds of c^T J w, (B, c, w)
+    hi, lo = bwd_hi + err, bwd_lo - err
+    L = U = np.broadcast_to(weights[0] @ D.T, (B,) + (weights[0].shape[0], D.shape[0]))
+    last = len(rows) - 1
+    for j, ((gl, gu), sl, sh, W) in enumerate(zip(rows, s_lo, s_hi, weights[1:])):
+        if 0 < j < last:  # (meets at the first and last switches rarely beat the full passes)
+            hi, lo = _meet(gl, gu, L, U, sl, sh, hi, lo, 3.0 * err)
+        sl, sh = sl[:, :, None], sh[:, :, None]
+        L, U = np.minimum(sl * L, sh * L), np.maximum(sl * U, sh * U)
+        Wp, Wn = np.maximum(W, 0.0), np.minimum(W, 0.0)
+        L, U = Wp @ L + Wn @ U, Wp @ U + Wn @ L
+    fwd_hi, fwd_lo = Cp @ U + Cn @ L, Cp @ L + Cn @ U
     n_round = weights[0].shape[1] + C.shape[1] + 4
-    hi = np.minimum(fwd_hi, bwd_hi) + err
-    lo = np.maximum(fwd_lo, bwd_lo) - err
-    value = float(np.max(np.maximum(hi, -lo)))
-    return round_up(value, value, n_round) * (1.0 + 4.0 * gamma(n_round))
+    hi = np.minimum(hi, fwd_hi + err)
+    lo = np.maximum(lo, fwd_lo - err)
+    value = np.max(np.maximum(hi, -lo), axis=(1, 2))
+    return np.array([round_up(float(v), float(v), n_round) for v in value]) * (1.0 + 4.0 * gamma(n_round))
+
+
+def _meet(gl, gu, L, U, sl, sh, hi, lo, err):
+    """(hi, lo) tightened by the meet of a backward row interval [gl, gu] (B, c, n) and forward
+    signals [L, U] (B, n, w) through slopes [sl, sh] (B, n): sum_i of the largest (smallest) vertex
+    product g_i d_i f_i, widened by `err` (B, c, w). Neurons with slope 0 on every box add exact
+    zeros and are skipped."""
+    alive = np.flatnonzero(np.any(sh > 0, axis=0))
+    g_lo, g_hi = gl[:, :, None, alive], gu[:, :, None, alive]
+    f_lo, f_hi = np.swapaxes(L[:, alive], 1, 2)[:, None], np.swapaxes(U[:, alive], 1, 2)[:, None]
+    a, b, c, d = g_lo * f_lo, g_lo * f_hi, g_hi * f_lo, g_hi * f_hi
+    p_hi = np.maximum(np.maximum(a, b), np.maximum(c, d))
+    p_lo = np.minimum(np.minimum(a, b, out=a), np.minimum(c, d, out=c), out=a)
+    d_lo, d_hi = sl[:, None, None, alive], sh[:, None, None, alive]
+    # d >= 0: the largest d P is sh P for P >= 0 and sl P for P < 0 (the smallest: the reverse)
+    up = np.where(p_hi > 0, d_hi, d_lo)
+    dn = np.where(p_lo < 0, d_hi, d_lo)
+    hi = np.minimum(hi, np.einsum("bcwn,bcwn->bcw", p_hi, up) + err)
+    lo = np.maximum(lo, np.einsum("bcwn,bcwn->bcw", p_lo, dn) - err)
+    return hi, lo
