@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "certify.cli.robustness_cmds",
     "certify.cli.ptr_cmd",
     "certify.cli.report_cmd",
+    "certify.cli.bench_cmd",
 )
 
 _NEGATIVE_VALUE = re.compile(r"^-(\d|\.\d|inf|nan)", re.IGNORECASE)

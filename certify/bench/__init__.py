@@ -1,0 +1,122 @@
+"""Solver and method benchmarks as a product feature (`certify bench`; docs/bench.md).
+
+`run_bench(["lipschitz"], quick=True, out="bench-out")` runs a registered suite (or the user's own
+ONNX models with `models=[...]`), every instance on every available MILP back-end and method,
+and writes into `out`:
+
+- `runs.csv`: one tidy row per instance x back-end x method x repeat (columns in
+  `certify.bench.runner.COLUMNS`);
+- `machine.json`: CPU, cores, memory, Python, package and solver versions, run settings;
+- `summary.md`: medians with min-max per configuration, solved counts per back-end and method,
+  LipMIP's times beside ours;
+- PNG plots: runtime vs network size, cactus, bound tightness, bound-tightening ablation.
+
+Suites are generated from the seed or shipped with the package; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from ..certificate import to_jsonable
+from ..errors import BadInput
+from .cases import SUITES, Case, Outcome, Suite, SuiteConfig, get_suite, load_suites, suite
+
+QUESTIONS = ("lipschitz", "global", "radius")
+
+
+@dataclass
+class BenchResult:
+    """Where a benchmark wrote its files, and its rows (dicts with the CSV columns)."""
+
+    out: Path
+    rows: list[dict]
+    files: dict[str, str] = field(default_factory=dict)
+    machine: dict = field(default_factory=dict)
+
+    @property
+    def skipped(self) -> list[dict]:
+        return [r for r in self.rows if r.get("status") == "skipped"]
+
+    def to_dict(self) -> dict:
+        from .tables import aggregate
+
+        return to_jsonable({"out": str(self.out), "files": self.files, "runs": len(self.rows),
+                            "skipped": len(self.skipped), "errors": sum(r.get("status") == "error" for r in self.rows),
+                            "configurations": aggregate(self.rows), "machine": self.machine})
+
+
+def list_suites() -> dict[str, str]:
+    """Registered suite names and what they measure."""
+    return {name: s.description for name, s in load_suites().items()}
+
+
+def run_bench(
+    suites: Sequence[str] = (),
+    *,
+    models: Sequence[str] = (),
+    question: str = "lipschitz",
+    quick: bool = False,
+    repeat: int = 1,
+    time_limit: float | None = None,
+    backends: Sequence[str] | None = None,
+    methods: Sequence[str] | None = None,
+    seed: int = 0,
+    out: str | Path = "bench-results",
+    resume: bool = False,
+    progress: bool | None = None,
+    options: dict | None = None,
+) -> BenchResult:
+    """Run suites (or `models`, asked `question`) and write the files listed in the module doc.
+
+    `time_limit` is per run (default: the suite's, shorter with `quick`); `backends` and `methods`
+    filter the cases; `options` go to the `models` suite (center, radius, domain, points, norms).
+    """
+    from .machine import machine_info
+    from .plots import write_plots
+    from .runner import execute, plan
+    from .tables import summary_markdown, write_csv
+
+    suites = list(suites)
+    if models:
+        if suites:
+            raise BadInput("give either suite names or --models, not both")
+        if question not in QUESTIONS:
+            raise BadInput(f"--question must be one of {', '.join(QUESTIONS)} for --models, got {question!r}")
+        suites = ["models"]
+    if not suites:
+        raise BadInput(f"name a suite ({', '.join(n for n in list_suites() if n != 'models')}, all) or give --models")
+    for name in suites:
+        if name != "all":
+            get_suite(name)
+    if backends is not None:
+        from .cases import MILP_BACKENDS
+
+        bad = [b for b in backends if b not in MILP_BACKENDS]
+        if bad:
+            raise BadInput(f"unknown back-end(s) {', '.join(bad)}; choose from {', '.join(MILP_BACKENDS)}")
+    if time_limit is None:
+        picked = [s for n, s in load_suites().items() if n in suites or ("all" in suites and n != "models")]
+        time_limit = max(s.quick_time_limit if quick else s.default_time_limit for s in picked)
+    if not time_limit > 0:
+        raise BadInput(f"--time-limit must be positive, got {time_limit}")
+    cfg = SuiteConfig(quick=quick, seed=int(seed), time_limit=float(time_limit), models=tuple(str(m) for m in models),
+                      question=question, options=dict(options or {}))
+    runs = plan(suites, cfg, backends=backends, methods=methods, repeat=repeat)
+    out = Path(out)
+    rows = execute(runs, out, time_limit=float(time_limit), seed=int(seed), resume=resume, progress=progress)
+    machine = machine_info(suites=suites, quick=quick, repeat=repeat, time_limit=time_limit, seed=seed,
+                           models=list(cfg.models), question=question if models else None)
+    files = {"csv": str(out / "runs.csv"), "machine": str(out / "machine.json"), "summary": str(out / "summary.md")}
+    write_csv(rows, out / "runs.csv")
+    (out / "machine.json").write_text(json.dumps(to_jsonable(machine), indent=2) + "\n")
+    (out / "summary.md").write_text(summary_markdown(rows, machine))
+    for p in write_plots(rows, out):
+        files[p.stem] = str(p)
+    return BenchResult(out, rows, files, machine)
+
+
+__all__ = ["BenchResult", "Case", "Outcome", "SUITES", "Suite", "SuiteConfig", "list_suites", "run_bench", "suite"]

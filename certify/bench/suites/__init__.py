@@ -1,0 +1,1 @@
+"""Benchmark suites; each module registers its suites with `certify.bench.cases.suite`."""
