@@ -25,10 +25,11 @@ test: $(VENV)/.installed
 test-all: $(VENV)/.installed
 	$(BIN)/python -m pytest -q -n 2 -m ""
 
-# benchmark scripts need the plotting/notebook extras: `make bench` installs them and lists the scripts
+# `certify bench` needs nothing more; the study scripts under benchmarks/ need the plotting/notebook extras
 bench: $(VENV)/.installed
 	$(BIN)/pip install -e ".[bench]"
-	@echo "run e.g. $(BIN)/python -m benchmarks.lipschitz_milp (see benchmarks/README.md)"
+	$(BIN)/certify bench
+	@echo "run e.g. $(BIN)/certify bench lipschitz --quick --out bench-results (see docs/bench.md, benchmarks/README.md)"
 
 clean:
 	rm -rf $(VENV) build *.egg-info

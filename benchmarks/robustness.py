@@ -231,9 +231,17 @@ def write_csv(rows: list[dict], fields: list[str], path: Path) -> None:
 
 def read_csv(path: Path) -> list[dict]:
     """Rows written by `write_csv`, numbers parsed back, empty cells as None."""
-    from benchmarks.lipschitz_milp import _read_csv
 
-    return [{k: None if v == "" else v for k, v in row.items()} for row in _read_csv(path)]
+    def conv(v: str):
+        for kind in (int, float):
+            try:
+                return kind(v)
+            except ValueError:
+                pass
+        return None if v == "" else v
+
+    with open(path, newline="") as fh:
+        return [{k: conv(v) for k, v in row.items()} for row in csv.DictReader(fh)]
 
 
 def main(argv: list[str] | None = None) -> None:

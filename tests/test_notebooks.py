@@ -56,3 +56,8 @@ def test_certify_model_notebook_runs_and_its_committed_copy_is_current(tmp_path)
 @pytest.mark.notebook
 def test_inference_privacy_notebook_runs_and_its_committed_copy_is_current(tmp_path):
     check_notebook("inference_privacy", tmp_path, "accuracy vs epsilon")
+
+
+@pytest.mark.notebook
+def test_solver_benchmark_notebook_runs_and_its_committed_copy_is_current(tmp_path):
+    check_notebook("solver_benchmark", tmp_path, "cactus")

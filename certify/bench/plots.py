@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
+
 from .tables import _float, aggregate
 
 
@@ -36,7 +38,9 @@ def runtime_vs_size(rows: list[dict], path: Path) -> Path | None:
         color = f"C{k}"
         xs = [float(r["relus"]) for r in sel]
         ys = [r["median_seconds"] for r in sel]
-        ax.plot(xs, ys, "-", color=color, alpha=0.35)
+        sizes = sorted(set(xs))  # the line joins the median over the instances of each size
+        ax.plot(sizes, [float(np.median([y for x, y in zip(xs, ys) if x == v])) for v in sizes], "-", color=color,
+                alpha=0.4)
         solved = [r["solved"] == r["runs"] for r in sel]
         ax.scatter([x for x, s in zip(xs, solved) if s], [y for y, s in zip(ys, solved) if s], color=color, label=name)
         ax.scatter([x for x, s in zip(xs, solved) if not s], [y for y, s in zip(ys, solved) if not s],

@@ -6,6 +6,7 @@ measure the contention), with a progress bar over runs. Finished rows are append
 benchmark resumes where it stopped when started again with `resume=True` and the same settings.
 A back-end that cannot run here, or a model beyond its licence, gives a `skipped` row with the
 reason instead of failing the run; an unexpected error gives an `error` row with its message.
+Ctrl-C stops the benchmark (exit 130) without recording the interrupted run.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
+
+from solvers.runtime import interrupted
 
 from ..batch import run_batch
 from ..errors import BadInput
@@ -64,7 +67,7 @@ def _num(v: Any) -> float | None:
     if v is None:
         return None
     v = float(v)
-    return v if math.isfinite(v) or math.isinf(v) else None
+    return None if math.isnan(v) else v
 
 
 def run_one(index: int, p: Planned, *, time_limit: float, seed: int) -> dict:
@@ -94,6 +97,8 @@ def run_one(index: int, p: Planned, *, time_limit: float, seed: int) -> dict:
         row.update(status=ERROR, solved=False,
                    note=f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
         return row
+    if interrupted():  # Ctrl-C inside a solve: stop the benchmark; --resume reruns this run
+        raise KeyboardInterrupt
     row["seconds"] = out.seconds if out.seconds is not None else time.perf_counter() - t0
     row.update(status=out.status, solved=bool(out.solved), lower=_num(out.lower), upper=_num(out.upper),
                bound=_num(out.bound), nodes=out.nodes, unstable=out.unstable, binaries=out.binaries, note=out.note)
