@@ -217,6 +217,12 @@ CASES: dict[str, tuple[list[str], dict[str, st.SearchStrategy[str]]]] = {
                 "--domain": DOMAIN, "--tolerance": POSITIVE, "--max-radius": POSITIVE, "--time-limit": POSITIVE,
                 "--step-time-limit": POSITIVE, "--curve": _values("-1", "1.5", "100000"),
                 "--scheduler": st.sampled_from(["localhost:8786", "http://x", ""])}),
+    "bench": (["--models", SMALL, "--methods", "bounds", "--center", "0.5", "--radius", "0.1", "--out",
+               str(Path(_TMP) / "bench"), "--no-progress"],
+              {"--models": MODEL, "--center": VECTOR_1, "--radius": POSITIVE, "--domain": DOMAIN, "--points": COUNT,
+               "--repeat": COUNT, "--time-limit": POSITIVE, "--backends": WORD, "--methods": WORD,
+               "--question": WORD, "--input-norm": NORM, "--output-norm": NORM,
+               "--seed": st.sampled_from(["a", "1.5", ""])}),
 }
 
 

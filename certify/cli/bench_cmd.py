@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--models", nargs="+", metavar="PATH", help="ONNX files or directories of them")
     g.add_argument("--question", default="lipschitz", choices=("lipschitz", "global", "radius"),
                    help="what to ask of --models (default lipschitz)")
-    g.add_argument("--center", metavar="X", help="comma list or .npy/.csv of points (default: seeded points in --domain)")
+    g.add_argument("--center", metavar="X", help="a point (comma list) or @FILE of points (.npy/.csv/.json) (default: --points seeded points)")
     g.add_argument("--radius", type=float, default=0.05, help="box radius around each point (default 0.05)")
     g.add_argument("--domain", metavar="LO,HI", help="input domain, e.g. 0,1 (default: none; points from N(0, 1))")
     g.add_argument("--points", type=int, default=1, metavar="N", help="seeded points per model (default 1)")
@@ -77,6 +77,8 @@ def _bench(args: argparse.Namespace) -> int:
         raise BadInput(f"--time-limit must be a positive number of seconds, got {args.time_limit:g}")
     if args.radius is not None and not (math.isfinite(args.radius) and args.radius > 0):
         raise BadInput(f"--radius must be a positive number, got {args.radius:g}")
+    if args.points < 1:
+        raise BadInput(f"--points must be a positive integer, got {args.points}")
     options = dict(center=args.center, radius=args.radius, domain=args.domain, points=args.points,
                    input_norm=args.input_norm, output_norm=args.output_norm)
     result = run_bench(args.suites, models=args.models or (), question=args.question, quick=args.quick,

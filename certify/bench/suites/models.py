@@ -5,7 +5,6 @@ that applies."""
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
 
 import numpy as np
@@ -34,8 +33,8 @@ def model_files(paths) -> list[Path]:
 
 
 def points_for(net, opts: dict, seed: int) -> np.ndarray:
-    """--center (a vector or a file of points), else --points seeded points: uniform in --domain,
-    or standard normal without one."""
+    """--center (a vector, or @FILE of points: .npy/.csv/.json), else --points seeded points:
+    uniform in --domain, or standard normal without one."""
     from ...cli.common import domain_arg
     from ...points import read_points
     from ...vectors import parse_vector
@@ -43,12 +42,10 @@ def points_for(net, opts: dict, seed: int) -> np.ndarray:
     n = net.input_dim
     center = opts.get("center")
     if center:
-        if os.path.splitext(str(center))[1].lower() in (".npy", ".csv", ".json", ".txt"):
-            return read_points(str(center), n, "--center")
+        if str(center).startswith("@"):  # a file of one or more points
+            return read_points(str(center)[1:], n, "--center")
         return parse_vector(center, name="--center", length=n)[None, :]
     k = opts.get("points", 1)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise BadInput(f"--points must be a positive integer, got {k!r}")
     rng = np.random.default_rng(seed)
     domain = domain_arg(opts.get("domain"))
     if domain is not None:
