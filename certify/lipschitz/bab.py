@@ -33,7 +33,7 @@ from solvers.regions import has_no_interior, interior_point
 from solvers.runtime import Budget
 
 from .options import NormQuestion
-from .witness import WitnessSearch
+from .witness import WitnessSearch, climb
 
 INPUT_SPLIT_DIM = 8      # inputs up to this many are split (ReLU phases beyond)
 RELU_SPLIT_AT = 2        # ... while more than this many neurons are unstable on the node
@@ -45,6 +45,8 @@ BATCH = 32               # best open nodes branched together; their input-split 
 PRE_SLOPES = 3           # batched pre-activation rows: CROWN's, parallel and flipped lower slopes
 PROBES = 4               # points per batched node (centre + random) ranked for witness replay
 REPLAYS = 2              # ... of which the best this many per batch are replayed
+CLIMBS = 2               # ... and walk this many steps across activation regions from the best ones
+CLIMB_STEPS = 6
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,8 @@ class LipschitzBab:
         for k in np.argsort(-est)[:REPLAYS]:
             if est[k] > self.search.lower:
                 lower[k // PROBES] = max(lower[k // PROBES], self._replay(probes[k]))
+        # a short walk across activation regions from the batch's best probes (replayed at its end)
+        climb(self.search, list(probes[np.argsort(-est)[:CLIMBS]]), CLIMB_STEPS)
         result = []
         for b, n in enumerate(nodes):
             nb = NetworkBounds(lo[b], hi[b], [l[b] for l in pre_lo], [u[b] for u in pre_hi], out_lo[b], out_hi[b],
