@@ -128,3 +128,13 @@ def test_batched_jacobians_and_norm_estimates_match_the_oracle(sizes, p, q):
         assert e == pytest.approx(np.linalg.norm(jacobian(w, _pattern(w, x)).T @ c, dual), rel=1e-9, abs=1e-12)
     J32 = batch_jacobians(blocks, X, np.float32)
     assert J32.dtype == np.float32 and np.allclose(J32, J, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("p", ["linf", "l1", "l2"])
+def test_search_on_a_scalar_target_reaches_the_exact_constant(p):
+    w, net, lo, hi = _case("b")
+    c = np.array([1.0, -1.0, 0.5])
+    exact = exact_lipschitz(w, lo, hi, p, None, target=c)
+    search = _search(net, lo, hi, p, None, target=c)
+    walk_regions(search, None)
+    assert exact * (1 - 1e-6) <= search.lower <= exact * (1 + 1e-9) + 1e-12

@@ -118,20 +118,15 @@ class LipschitzBab:
         if unstable == 0 and node.fixed is not None and lower < upper * (1 - 1e-9):
             # the centre may lie outside the fixed pattern's region: replay a point inside it, or
             # prove the region has no interior in the box
-            pattern = [(ph == ACTIVE).astype(np.float64) for ph in phases]
-            inside = interior_point(self.net, pattern, node.lo, node.hi)
-            if inside is not None:
-                lower = max(lower, self._replay(inside))
-            elif has_no_interior(self.net, pattern, node.lo, node.hi):
-                return NodeBound(-math.inf, leaf=True)
+            return self._exact_leaf(node, nb, upper, lower)
         # with every phase known the node's Jacobian is one matrix: its bound is exact
         return NodeBound(upper, lower, leaf=unstable == 0, data=nb)
 
     def bound_many(self, nodes: list[_Node]) -> list[NodeBound]:
-        """`bound` of each node; nodes of pure input splits (no fixed phase, a parent's bounds)
-        are bounded together (`_bound_boxes`), the others one by one."""
+        """`bound` of each node; nodes with a parent's bounds (input splits and ReLU-phase
+        splits) are bounded together (`_bound_boxes`), the root one by one."""
         out: list[NodeBound | None] = [None] * len(nodes)
-        boxes = [i for i, n in enumerate(nodes) if self.batched is not None and n.fixed is None and n.prior is not None]
+        boxes = [i for i, n in enumerate(nodes) if self.batched is not None and n.prior is not None]
         if boxes:
             for i, b in zip(boxes, self._bound_boxes([nodes[i] for i in boxes])):
                 out[i] = b
@@ -149,7 +144,13 @@ class LipschitzBab:
 
         lo, hi = np.stack([n.lo for n in nodes]), np.stack([n.hi for n in nodes])
         parents = [PreBounds(np.concatenate(n.prior.pre_lo), np.concatenate(n.prior.pre_hi)) for n in nodes]
-        pre_lo, pre_hi, _, _ = self.batched.pre_bounds(lo, hi, parents)
+        fixed = None
+        if any(n.fixed is not None for n in nodes):
+            width = sum(b.out_dim for b in self.blocks[:-1])
+            fixed = np.stack([np.zeros(width, dtype=np.int8) if n.fixed is None else np.concatenate(n.fixed)
+                              for n in nodes])
+        pre_lo, pre_hi, _, _ = self.batched.pre_bounds(lo, hi, parents, fixed=fixed)
+        empty = self.batched.empty.copy()
         last = self.blocks[-1]
         out_lo, out_hi = interval_batch(last.weight, last.bias, np.maximum(pre_lo[-1], 0.0), np.maximum(pre_hi[-1], 0.0))
         out_lo = np.maximum(out_lo, np.stack([n.prior.out_lo for n in nodes]))
@@ -169,15 +170,34 @@ class LipschitzBab:
             if est[k] > self.search.lower:
                 lower[k // PROBES] = max(lower[k // PROBES], self._replay(probes[k]))
         # a short walk across activation regions from the batch's best probes (replayed at its end)
-        climb(self.search, list(probes[np.argsort(-est)[:CLIMBS]]), CLIMB_STEPS)
+        climb(self.search, list(probes[np.argsort(-est)[:CLIMBS]]), CLIMB_STEPS,
+              None if self.budget is None else self.budget.deadline)
         result = []
         for b, n in enumerate(nodes):
+            if empty[b]:  # the node's fixed phases cannot hold together on its box
+                result.append(NodeBound(-math.inf, leaf=True))
+                continue
             nb = NetworkBounds(lo[b], hi[b], [l[b] for l in pre_lo], [u[b] for u in pre_hi], out_lo[b], out_hi[b],
                                "symbolic")
+            if unstable[b] == 0 and n.fixed is not None and lower[b] < upper[b] * (1 - 1e-9):
+                result.append(self._exact_leaf(n, nb, float(upper[b]), float(lower[b])))
+                continue
             # every phase known on a sub-box without fixed phases: one Jacobian on the whole box,
             # whose centre is replayed above only when promising; its bound is (nearly) exact
             result.append(NodeBound(float(upper[b]), float(lower[b]), leaf=bool(unstable[b] == 0), data=nb))
         return result
+
+    def _exact_leaf(self, node: _Node, nb: NetworkBounds, upper: float, lower: float) -> NodeBound:
+        """A node whose phases are all known, some of them fixed: one Jacobian on the part of the
+        box where they hold. A point inside that region is replayed (its norm is the node's exact
+        value), or the region is proven to have no interior in the box (the node is dropped)."""
+        pattern = [(ph == ACTIVE).astype(np.float64) for ph in nb.phases()]
+        inside = interior_point(self.net, pattern, node.lo, node.hi)
+        if inside is not None:
+            lower = max(lower, self._replay(inside))
+        elif has_no_interior(self.net, pattern, node.lo, node.hi):
+            return NodeBound(-math.inf, leaf=True)
+        return NodeBound(upper, lower, leaf=True, data=nb)
 
     def branch(self, node: _Node, nb: NodeBound, prune_level: float):
         bounds: NetworkBounds = nb.data

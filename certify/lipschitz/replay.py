@@ -280,8 +280,9 @@ def norm_estimates(blocks, X: np.ndarray, input_norm: str, output_norm: str | No
         return (np.abs(J).sum(axis=2) if p == "linf" else np.sqrt((J * J).sum(axis=2))).max(axis=1)
     n = J.shape[2]
     if (p, q) == ("linf", "l1") and n <= EXACT_ENUMERATION:
-        U = np.array(np.meshgrid(*([[1.0]] + [[-1.0, 1.0]] * (n - 1)), indexing="ij")).reshape(n, -1)
-        return np.abs(J @ U).sum(axis=1).max(axis=1)
+        U = np.array(np.meshgrid(*([[1.0]] + [[-1.0, 1.0]] * (n - 1)), indexing="ij")).reshape(n, -1).astype(J.dtype)
+        rows = max(1, int(4e6 // (J.shape[1] * U.shape[1])))  # at most ~4e6 products held at once
+        return np.concatenate([np.abs(J[k: k + rows] @ U).sum(axis=1).max(axis=1) for k in range(0, J.shape[0], rows)])
     return np.sqrt((J * J).sum(axis=(1, 2)))
 
 

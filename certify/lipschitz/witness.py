@@ -186,17 +186,26 @@ def dense_ascent(search: WitnessSearch, deadline: float | None, samples: int = D
     blocks = search.blocks
     n = lo.size
 
+    # a chunk costs about 2e7 multiply-adds (the Jacobians from the smaller side); without a
+    # deadline the sampling and the search each stop after about 1e9
+    side = min(blocks[-1].weight.shape[0], n)
+    per_point = side * sum(b.weight.size for b in blocks) + 1
+    chunk = int(np.clip(2e7 // per_point, 4, 4096))
+    if deadline is None:
+        samples = int(min(samples, max(1e9 // per_point, 64)))
+    starts = min(starts, samples)
+    pop = int(max(2, min(pop, 4 * chunk // max(starts, 1))))  # a round: about four chunks
+    if deadline is None:
+        rounds = int(min(rounds, max(1e9 // (per_point * starts * pop), 4)))
+
     def estimate(X: np.ndarray) -> np.ndarray:
-        return np.nan_to_num(norm_estimates(blocks, X, q.p, q.q, q.target, np.float32).astype(np.float64),
-                             nan=-np.inf, posinf=-np.inf)
+        v = np.concatenate([norm_estimates(blocks, X[k: k + chunk], q.p, q.q, q.target, np.float32)
+                            for k in range(0, X.shape[0], chunk)]).astype(np.float64)
+        return np.nan_to_num(v, nan=-np.inf, posinf=-np.inf)
 
     def late(until: float | None) -> bool:
         return until is not None and time.perf_counter() > until
 
-    # a chunk costs about 2e7 multiply-adds (the Jacobians from the smaller side)
-    side = min(blocks[-1].weight.shape[0], n)
-    per_point = side * sum(b.weight.size for b in blocks) + 1
-    chunk = int(np.clip(2e7 // per_point, 16, 4096))
     t0 = time.perf_counter()
     sample_until = None if deadline is None else t0 + 0.5 * max(deadline - t0, 0.0)
     X_best = np.empty((0, n))
