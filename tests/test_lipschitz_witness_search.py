@@ -138,3 +138,13 @@ def test_search_on_a_scalar_target_reaches_the_exact_constant(p):
     search = _search(net, lo, hi, p, None, target=c)
     walk_regions(search, None)
     assert exact * (1 - 1e-6) <= search.lower <= exact * (1 + 1e-9) + 1e-12
+
+
+def test_dense_ascent_on_a_sub_box_keeps_witnesses_inside_it():
+    w, net, lo, hi = _case("a")
+    sub_lo, sub_hi = lo + 0.3 * (hi - lo), lo + 0.6 * (hi - lo)
+    search = _search(net, lo, hi, "linf", "l1")
+    search.lower, search.point = 0.0, None  # only the sub-box search counts
+    dense_ascent(search, None, samples=512, rounds=10, pop=32, box=(sub_lo, sub_hi))
+    assert search.point is not None and np.all(search.point.x >= sub_lo) and np.all(search.point.x <= sub_hi)
+    assert search.lower <= exact_lipschitz(w, sub_lo, sub_hi, "linf", "l1") * (1 + 1e-9) + 1e-12

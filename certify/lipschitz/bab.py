@@ -18,6 +18,7 @@ uncertainty weighs most on the bound.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +48,8 @@ PROBES = 4               # points per batched node (centre + random) ranked for 
 REPLAYS = 2              # ... of which the best this many per batch are replayed
 CLIMBS = 2               # ... and walk this many steps across activation regions from the best ones
 CLIMB_STEPS = 6
+SEARCH_SHARE = 0.1       # of the tree's time for further dense searches of lower bounds ...
+SEARCH_SLOT = 0.3        # ... in slots of at most this many seconds
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,7 @@ class LipschitzBab:
 
             self.batched = BatchedSymbolicBounds(net, pre_slopes=PRE_SLOPES, per_box_rows=True)
         self.rng = np.random.default_rng(0)
+        self.started, self.search_seconds, self.search_calls = time.perf_counter(), 0.0, 0
         # influence of each input on each pre-activation (|W| chains): weights the input-split choice
         self.influence = [np.abs(self.weights[0])]
         for W in self.weights[1:-1]:
@@ -172,6 +176,7 @@ class LipschitzBab:
         # a short walk across activation regions from the batch's best probes (replayed at its end)
         climb(self.search, list(probes[np.argsort(-est)[:CLIMBS]]), CLIMB_STEPS,
               None if self.budget is None else self.budget.deadline)
+        self._search_more(lo[int(np.argmax(upper))], hi[int(np.argmax(upper))])
         result = []
         for b, n in enumerate(nodes):
             if empty[b]:  # the node's fixed phases cannot hold together on its box
@@ -222,6 +227,24 @@ class LipschitzBab:
         return children
 
     # ------------------------------------------------------------------ helpers
+    def _search_more(self, lo: np.ndarray, hi: np.ndarray) -> None:
+        """Anytime lower bounds: while the dense search (`dense_ascent`, a new seed each time) has
+        had less than SEARCH_SHARE of the tree's time, run it again, in turns on the whole box and
+        on the batch's node of largest bound (where the constant is most likely attained)."""
+        from .witness import dense_ascent
+
+        now = time.perf_counter()
+        if self.search_seconds > SEARCH_SHARE * (now - self.started):
+            return
+        deadline = None if self.budget is None else self.budget.deadline
+        slot = SEARCH_SLOT if deadline is None else min(SEARCH_SLOT, deadline - now)
+        if slot <= 0:
+            return
+        self.search_calls += 1
+        box = None if self.search_calls % 2 else (lo, hi)
+        dense_ascent(self.search, now + slot, seed=1000 + self.search_calls, box=box)
+        self.search_seconds += time.perf_counter() - now
+
     def _splittable(self, node: _Node) -> bool:
         """Input splitting continues while the node is wider than a relative 1e-3 of the box (near
         ReLU ties the slopes of unstable neurons stay free however small the box: phases are

@@ -172,16 +172,17 @@ DENSE_POP = 128        # ... of this many perturbations each
 
 def dense_ascent(search: WitnessSearch, deadline: float | None, samples: int = DENSE_SAMPLES,
                  starts: int = DENSE_STARTS, rounds: int = DENSE_ROUNDS, pop: int = DENSE_POP,
-                 seed: int = 0) -> np.ndarray:
-    """Dense sampling of the box, then a batched (1+pop) evolution strategy from the best points;
-    returns the final points, best first. Jacobian norms are estimated in float32 over the whole
+                 seed: int = 0, box: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """Dense sampling of the box (or of `box`, a sub-box of the question's: its points are
+    witnesses of the question all the same), then a batched (1+pop) evolution strategy from the
+    best points; returns the final points, best first. Jacobian norms are estimated in float32 over the whole
     batch (`norm_estimates`: ranking only, half the time at most for the sampling); the final
     points and the best samples are replayed (`_value_at`), the only values kept."""
     import time
 
     q = search.question
     rng = np.random.default_rng(seed + 1)
-    lo, hi = np.array(search.box.lo), np.array(search.box.hi)
+    lo, hi = (np.array(search.box.lo), np.array(search.box.hi)) if box is None else (np.asarray(box[0]), np.asarray(box[1]))
     width = hi - lo
     blocks = search.blocks
     n = lo.size
