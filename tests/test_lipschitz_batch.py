@@ -156,3 +156,56 @@ def test_batched_engine_keeps_a_sound_upper_bound(batch, max_nodes):
     assert res.lower <= true + 1e-9 and res.upper >= true - 1e-9
     if max_nodes is None:
         assert res.complete and res.upper - res.lower <= 1e-5
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 100_000), slopes=st.sampled_from([1, 3]))
+def test_fixed_phase_pre_bounds_contain_the_points_where_the_phases_hold(seed, slopes):
+    """Boxes with ReLU phases fixed (some against a phase the root proves: empty parts): bounds
+    contain the pre-activations of every sampled point where the fixed phases hold, and a box
+    flagged empty has no such point."""
+    n, count = 3, 6
+    weights = random_weights([n, 6, 6, 6, 2], seed)
+    net = sequential(weights)
+    rng = np.random.default_rng(seed)
+    root_lo, root_hi = np.full(n, -0.8), np.full(n, 0.8)
+    root = network_bounds(net, root_lo, root_hi, "symbolic")
+    lo = rng.uniform(root_lo, root_hi - 0.4, (count, n))
+    hi = lo + rng.uniform(0.05, 0.4, (count, n))
+    flat_lo, flat_hi = np.concatenate(root.pre_lo), np.concatenate(root.pre_hi)
+    fixed = np.zeros((count, flat_lo.size), dtype=np.int8)
+    for b in range(count):
+        idx = rng.choice(flat_lo.size, size=3, replace=False)
+        fixed[b, idx] = rng.choice([-1, 1], size=3)
+    stable_active = np.flatnonzero(flat_lo > 0)
+    if stable_active.size:  # the last box assumes a provably active neuron inactive: empty
+        fixed[-1, stable_active[0]] = -1
+    bounder = BatchedSymbolicBounds(net, pre_slopes=slopes, per_box_rows=True)
+    pre_lo, pre_hi, _, _ = bounder.pre_bounds(lo, hi, [PreBounds(flat_lo, flat_hi)] * count, fixed=fixed)
+    if stable_active.size:
+        assert bounder.empty[-1]
+    for b in range(count):
+        xs = np.vstack([rng.uniform(lo[b], hi[b], (400, n)), np.where(rng.random((100, n)) < 0.5, lo[b], hi[b])])
+        for x in xs:
+            zs = net.preactivations(x)[: len(pre_lo)]
+            z = np.concatenate(zs)
+            if np.any((fixed[b] > 0) & (z < 0)) or np.any((fixed[b] < 0) & (z > 0)):
+                continue  # the fixed phases do not hold at x
+            assert not bounder.empty[b]
+            for j, zj in enumerate(zs):
+                assert np.all(zj >= pre_lo[j][b] - 1e-12) and np.all(zj <= pre_hi[j][b] + 1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_bab_with_batched_phase_splits_closes_to_the_exact_constant(seed):
+    """Ten inputs (beyond input splitting): every branching fixes ReLU phases, bounded in batches."""
+    import certify
+
+    weights = random_weights([10, 5, 5, 2], seed)
+    net = sequential(weights)
+    lo, hi = np.full(10, -0.3), np.full(10, 0.4)
+    exact = exact_lipschitz(weights, lo, hi, "linf", "l1")
+    cert = certify.local_lipschitz(net, (lo + hi) / 2, (hi - lo) / 2, input_norm="linf", output_norm="l1",
+                                   method="bab", time_limit=60)
+    assert cert.lower <= exact * (1 + 1e-9) and cert.upper >= exact * (1 - 1e-9)
+    assert cert.status == "optimal" and cert.upper <= exact * (1 + 1e-5)

@@ -18,6 +18,7 @@ uncertainty weighs most on the bound.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +34,7 @@ from solvers.regions import has_no_interior, interior_point
 from solvers.runtime import Budget
 
 from .options import NormQuestion
-from .witness import WitnessSearch
+from .witness import WitnessSearch, climb
 
 INPUT_SPLIT_DIM = 8      # inputs up to this many are split (ReLU phases beyond)
 RELU_SPLIT_AT = 2        # ... while more than this many neurons are unstable on the node
@@ -45,6 +46,10 @@ BATCH = 32               # best open nodes branched together; their input-split 
 PRE_SLOPES = 3           # batched pre-activation rows: CROWN's, parallel and flipped lower slopes
 PROBES = 4               # points per batched node (centre + random) ranked for witness replay
 REPLAYS = 2              # ... of which the best this many per batch are replayed
+CLIMBS = 2               # ... and walk this many steps across activation regions from the best ones
+CLIMB_STEPS = 6
+SEARCH_SHARE = 0.1       # of the tree's time for further dense searches of lower bounds ...
+SEARCH_SLOT = 0.3        # ... in slots of at most this many seconds
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,7 @@ class LipschitzBab:
 
             self.batched = BatchedSymbolicBounds(net, pre_slopes=PRE_SLOPES, per_box_rows=True)
         self.rng = np.random.default_rng(0)
+        self.started, self.search_seconds, self.search_calls = time.perf_counter(), 0.0, 0
         # influence of each input on each pre-activation (|W| chains): weights the input-split choice
         self.influence = [np.abs(self.weights[0])]
         for W in self.weights[1:-1]:
@@ -116,20 +122,15 @@ class LipschitzBab:
         if unstable == 0 and node.fixed is not None and lower < upper * (1 - 1e-9):
             # the centre may lie outside the fixed pattern's region: replay a point inside it, or
             # prove the region has no interior in the box
-            pattern = [(ph == ACTIVE).astype(np.float64) for ph in phases]
-            inside = interior_point(self.net, pattern, node.lo, node.hi)
-            if inside is not None:
-                lower = max(lower, self._replay(inside))
-            elif has_no_interior(self.net, pattern, node.lo, node.hi):
-                return NodeBound(-math.inf, leaf=True)
+            return self._exact_leaf(node, nb, upper, lower)
         # with every phase known the node's Jacobian is one matrix: its bound is exact
         return NodeBound(upper, lower, leaf=unstable == 0, data=nb)
 
     def bound_many(self, nodes: list[_Node]) -> list[NodeBound]:
-        """`bound` of each node; nodes of pure input splits (no fixed phase, a parent's bounds)
-        are bounded together (`_bound_boxes`), the others one by one."""
+        """`bound` of each node; nodes with a parent's bounds (input splits and ReLU-phase
+        splits) are bounded together (`_bound_boxes`), the root one by one."""
         out: list[NodeBound | None] = [None] * len(nodes)
-        boxes = [i for i, n in enumerate(nodes) if self.batched is not None and n.fixed is None and n.prior is not None]
+        boxes = [i for i, n in enumerate(nodes) if self.batched is not None and n.prior is not None]
         if boxes:
             for i, b in zip(boxes, self._bound_boxes([nodes[i] for i in boxes])):
                 out[i] = b
@@ -147,7 +148,13 @@ class LipschitzBab:
 
         lo, hi = np.stack([n.lo for n in nodes]), np.stack([n.hi for n in nodes])
         parents = [PreBounds(np.concatenate(n.prior.pre_lo), np.concatenate(n.prior.pre_hi)) for n in nodes]
-        pre_lo, pre_hi, _, _ = self.batched.pre_bounds(lo, hi, parents)
+        fixed = None
+        if any(n.fixed is not None for n in nodes):
+            width = sum(b.out_dim for b in self.blocks[:-1])
+            fixed = np.stack([np.zeros(width, dtype=np.int8) if n.fixed is None else np.concatenate(n.fixed)
+                              for n in nodes])
+        pre_lo, pre_hi, _, _ = self.batched.pre_bounds(lo, hi, parents, fixed=fixed)
+        empty = self.batched.empty.copy()
         last = self.blocks[-1]
         out_lo, out_hi = interval_batch(last.weight, last.bias, np.maximum(pre_lo[-1], 0.0), np.maximum(pre_hi[-1], 0.0))
         out_lo = np.maximum(out_lo, np.stack([n.prior.out_lo for n in nodes]))
@@ -166,14 +173,36 @@ class LipschitzBab:
         for k in np.argsort(-est)[:REPLAYS]:
             if est[k] > self.search.lower:
                 lower[k // PROBES] = max(lower[k // PROBES], self._replay(probes[k]))
+        # a short walk across activation regions from the batch's best probes (replayed at its end)
+        climb(self.search, list(probes[np.argsort(-est)[:CLIMBS]]), CLIMB_STEPS,
+              None if self.budget is None else self.budget.deadline)
+        self._search_more(lo[int(np.argmax(upper))], hi[int(np.argmax(upper))])
         result = []
         for b, n in enumerate(nodes):
+            if empty[b]:  # the node's fixed phases cannot hold together on its box
+                result.append(NodeBound(-math.inf, leaf=True))
+                continue
             nb = NetworkBounds(lo[b], hi[b], [l[b] for l in pre_lo], [u[b] for u in pre_hi], out_lo[b], out_hi[b],
                                "symbolic")
+            if unstable[b] == 0 and n.fixed is not None and lower[b] < upper[b] * (1 - 1e-9):
+                result.append(self._exact_leaf(n, nb, float(upper[b]), float(lower[b])))
+                continue
             # every phase known on a sub-box without fixed phases: one Jacobian on the whole box,
             # whose centre is replayed above only when promising; its bound is (nearly) exact
             result.append(NodeBound(float(upper[b]), float(lower[b]), leaf=bool(unstable[b] == 0), data=nb))
         return result
+
+    def _exact_leaf(self, node: _Node, nb: NetworkBounds, upper: float, lower: float) -> NodeBound:
+        """A node whose phases are all known, some of them fixed: one Jacobian on the part of the
+        box where they hold. A point inside that region is replayed (its norm is the node's exact
+        value), or the region is proven to have no interior in the box (the node is dropped)."""
+        pattern = [(ph == ACTIVE).astype(np.float64) for ph in nb.phases()]
+        inside = interior_point(self.net, pattern, node.lo, node.hi)
+        if inside is not None:
+            lower = max(lower, self._replay(inside))
+        elif has_no_interior(self.net, pattern, node.lo, node.hi):
+            return NodeBound(-math.inf, leaf=True)
+        return NodeBound(upper, lower, leaf=True, data=nb)
 
     def branch(self, node: _Node, nb: NodeBound, prune_level: float):
         bounds: NetworkBounds = nb.data
@@ -198,6 +227,24 @@ class LipschitzBab:
         return children
 
     # ------------------------------------------------------------------ helpers
+    def _search_more(self, lo: np.ndarray, hi: np.ndarray) -> None:
+        """Anytime lower bounds: while the dense search (`dense_ascent`, a new seed each time) has
+        had less than SEARCH_SHARE of the tree's time, run it again, in turns on the whole box and
+        on the batch's node of largest bound (where the constant is most likely attained)."""
+        from .witness import dense_ascent
+
+        now = time.perf_counter()
+        if self.search_seconds > SEARCH_SHARE * (now - self.started):
+            return
+        deadline = None if self.budget is None else self.budget.deadline
+        slot = SEARCH_SLOT if deadline is None else min(SEARCH_SLOT, deadline - now)
+        if slot <= 0:
+            return
+        self.search_calls += 1
+        box = None if self.search_calls % 2 else (lo, hi)
+        dense_ascent(self.search, now + slot, seed=1000 + self.search_calls, box=box)
+        self.search_seconds += time.perf_counter() - now
+
     def _splittable(self, node: _Node) -> bool:
         """Input splitting continues while the node is wider than a relative 1e-3 of the box (near
         ReLU ties the slopes of unstable neurons stay free however small the box: phases are

@@ -30,6 +30,7 @@ import numpy as np
 from models.box import Box
 from models.errors import BadInput
 from models.ir import Network
+from solvers.blas import single_threaded_blas
 from solvers.bounds import network_bounds
 from solvers.milp.backends import GurobiBackend, ModelTooLarge, choose_backend, refuse_early
 from solvers.milp.lipschitz import LipschitzMilp, build_lipschitz_milp
@@ -84,7 +85,7 @@ def local_lipschitz(
     opts = LocalOptions.of(**options)
     budget = Budget(opts.time_limit)
     _refuse_early(net, box, question, opts)
-    with interruptible():
+    with interruptible(), single_threaded_blas():  # small products: BLAS threads only wait for each other
         nb = network_bounds(net, np.array(box.lo), np.array(box.hi), opts.bounds,  # type: ignore[arg-type]
                             lp_deadline=budget.stage(0.25))
         search = WitnessSearch(net, box, question, budget)

@@ -23,7 +23,7 @@ from solvers.regions import has_no_interior, interior_point
 from solvers.runtime import Budget
 
 from .options import NormQuestion
-from .replay import DifferentiablePoint, differentiable_point, direction_pair, norm_lower, sample_lower
+from .replay import DifferentiablePoint, differentiable_point, direction_pair, norm_estimates, norm_lower, sample_lower
 
 MAX_CUTS = 20  # no-good cuts of degenerate (tie) activation patterns per question
 
@@ -137,43 +137,165 @@ def closed(lower: float, upper: float, mip_gap: float) -> bool:
 
 def walk_regions(search: WitnessSearch, deadline: float | None, starts: int = 16, steps: int = 30,
                  seed: int = 0, pool: int = 256, rounds: int = 8) -> None:
-    """Stronger lower bounds: hill-climb across activation regions from the best points found.
+    """Stronger lower bounds: dense sampling and a batched local search (`dense_ascent`, about
+    half the time), then hill-climbing across activation regions from the best points found.
 
     ||J|| is constant on each region, so gradients say nothing; instead, from a point x the walk
     crosses the nearest region boundaries (the hyperplanes z_i = 0 of neurons close to 0, stepping
     just past them along grad z_i) and moves to the neighbouring region whose Jacobian norm is
     largest, while that improves. Every value kept is a replayed witness (`WitnessSearch.value`)."""
+    import time
+
     q = search.question
     rng = np.random.default_rng(seed)
     lo, hi = np.array(search.box.lo), np.array(search.box.hi)
     blocks = search.blocks
+    half = None if deadline is None else time.perf_counter() + DENSE_SHARE * max(deadline - time.perf_counter(), 0.0)
+    best = dense_ascent(search, half, seed=seed)
+    points = ([search.point.x] if search.point is not None else []) + list(best[: starts // 2])
+    if not _climb(search, points, q, blocks, lo, hi, steps, deadline):
+        return
     for r in range(rounds):
-        # start from the best of a fresh random pool (and the best point so far)
+        # start from the best of a fresh random pool (estimated together, replayed by the climb)
         pool_x = rng.uniform(lo, hi, (pool, lo.size))
-        vals = np.array([_value_at(search, x, q) for x in pool_x])
-        points = ([search.point.x] if search.point is not None and r == 0 else []) + list(pool_x[np.argsort(-vals)[:starts]])
-        if not _climb(search, points, q, blocks, lo, hi, steps, deadline):
+        vals = norm_estimates(blocks, pool_x, q.p, q.q, q.target, np.float32)
+        if not _climb(search, list(pool_x[np.argsort(-vals)[:starts]]), q, blocks, lo, hi, steps, deadline):
             return
 
 
-def _climb(search, points, q, blocks, lo, hi, steps, deadline) -> bool:
-    """Greedy walks from `points`; False when the deadline passed."""
+DENSE_SHARE = 0.5     # of the walk's time for `dense_ascent`
+DENSE_SAMPLES = 16384  # points of the box whose Jacobian norms are estimated together
+DENSE_STARTS = 8       # best of them improved by the batched local search ...
+DENSE_ROUNDS = 40      # ... for at most this many rounds ...
+DENSE_POP = 128        # ... of this many perturbations each
+
+
+def dense_ascent(search: WitnessSearch, deadline: float | None, samples: int = DENSE_SAMPLES,
+                 starts: int = DENSE_STARTS, rounds: int = DENSE_ROUNDS, pop: int = DENSE_POP,
+                 seed: int = 0, box: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """Dense sampling of the box (or of `box`, a sub-box of the question's: its points are
+    witnesses of the question all the same), then a batched (1+pop) evolution strategy from the
+    best points; returns the final points, best first. Jacobian norms are estimated in float32 over the whole
+    batch (`norm_estimates`: ranking only, half the time at most for the sampling); the final
+    points and the best samples are replayed (`_value_at`), the only values kept."""
     import time
 
-    for x in points:
-        current = _value_at(search, x, q)
-        for _ in range(steps):
-            if deadline is not None and time.perf_counter() > deadline:
-                return False
-            best, best_x = current, None
-            for y in _neighbours(blocks, x, lo, hi):
-                v = _value_at(search, y, q)
-                if v > best * (1 + 1e-12):
-                    best, best_x = v, y
-            if best_x is None:
+    q = search.question
+    rng = np.random.default_rng(seed + 1)
+    lo, hi = (np.array(search.box.lo), np.array(search.box.hi)) if box is None else (np.asarray(box[0]), np.asarray(box[1]))
+    width = hi - lo
+    blocks = search.blocks
+    n = lo.size
+
+    # a chunk costs about 2e7 multiply-adds (the Jacobians from the smaller side); without a
+    # deadline the sampling and the search each stop after about 1e9
+    side = min(blocks[-1].weight.shape[0], n)
+    per_point = side * sum(b.weight.size for b in blocks) + 1
+    chunk = int(np.clip(2e7 // per_point, 4, 4096))
+    if deadline is None:
+        samples = int(min(samples, max(1e9 // per_point, 64)))
+    starts = min(starts, samples)
+    pop = int(max(2, min(pop, 4 * chunk // max(starts, 1))))  # a round: about four chunks
+    if deadline is None:
+        rounds = int(min(rounds, max(1e9 // (per_point * starts * pop), 4)))
+
+    def estimate(X: np.ndarray) -> np.ndarray:
+        v = np.concatenate([norm_estimates(blocks, X[k: k + chunk], q.p, q.q, q.target, np.float32)
+                            for k in range(0, X.shape[0], chunk)]).astype(np.float64)
+        return np.nan_to_num(v, nan=-np.inf, posinf=-np.inf)
+
+    def late(until: float | None) -> bool:
+        return until is not None and time.perf_counter() > until
+
+    t0 = time.perf_counter()
+    sample_until = None if deadline is None else t0 + 0.5 * max(deadline - t0, 0.0)
+    X_best = np.empty((0, n))
+    v_best = np.empty(0)
+    done = 0
+    while done < samples and not (done and late(sample_until)):
+        m = min(chunk, samples - done)
+        X = rng.uniform(lo, hi, (m, n))
+        # a quarter of the points on faces of the box (each coordinate at a bound with prob. 1/4)
+        face = rng.random((m, n)) < 0.25
+        face[: 3 * m // 4] = False
+        X = np.where(face, np.where(rng.random((m, n)) < 0.5, lo, hi), X)
+        v = estimate(X)
+        keep = np.argsort(-v)[: 4 * starts]
+        X_best, v_best = np.vstack([X_best, X[keep]]), np.concatenate([v_best, v[keep]])
+        order = np.argsort(-v_best)[: 4 * starts]
+        X_best, v_best = X_best[order], v_best[order]
+        done += m
+    for x in X_best[:starts]:
+        _value_at(search, x, q)
+    cur, val = X_best[:starts].copy(), v_best[:starts].copy()
+    k = cur.shape[0]
+    sigma = np.full(k, 0.1)
+    for _ in range(rounds):
+        if k == 0 or late(deadline):
+            break
+        steps = sigma[:, None, None] * width * rng.standard_normal((k, pop, n))
+        Y = np.clip(cur[:, None, :] + steps, lo, hi)
+        ev = estimate(Y.reshape(-1, n)).reshape(k, pop)
+        b = np.argmax(ev, axis=1)
+        gain = ev[np.arange(k), b] > val * (1 + 1e-9)
+        cur[gain], val[gain] = Y[np.arange(k), b][gain], ev[np.arange(k), b][gain]
+        sigma = np.clip(np.where(gain, 1.5 * sigma, 0.5 * sigma), 1e-7, 0.5)
+    order = np.argsort(-val)
+    cur = cur[order]
+    for x in cur:
+        _value_at(search, x, q)
+    return cur
+
+
+def _climb(search, points, q, blocks, lo, hi, steps, deadline) -> bool:
+    """Greedy walks from `points`, all together: each step estimates the neighbours of every
+    walk in one batch (`norm_estimates`, float64, ranking only) and moves each walk to its best
+    neighbour while that improves; the end points (else the last point before) are replayed.
+    False when the deadline passed."""
+    import time
+
+    if not len(points):
+        return True
+    paths = [[np.asarray(x, dtype=np.float64)] for x in points]
+    vals = norm_estimates(blocks, np.array([p[-1] for p in paths]), q.p, q.q, q.target)
+    active = list(range(len(paths)))
+    on_time = True
+    for _ in range(steps):
+        if not active:
+            break
+        if deadline is not None and time.perf_counter() > deadline:
+            on_time = False
+            break
+        cands, owner = [], []
+        for a in active:
+            nb = _neighbours(blocks, paths[a][-1], lo, hi)
+            cands += nb
+            owner += [a] * len(nb)
+        if not cands:
+            break
+        ev = norm_estimates(blocks, np.array(cands), q.p, q.q, q.target)
+        owner_arr = np.array(owner)
+        still = []
+        for a in active:
+            mine = np.flatnonzero(owner_arr == a)
+            b = mine[np.argmax(ev[mine])]
+            if ev[b] > vals[a] * (1 + 1e-12):
+                paths[a].append(cands[b])
+                vals[a] = ev[b]
+                still.append(a)
+        active = still
+    for path in paths:
+        for x in reversed(path):  # the end point, else the last one certified differentiable
+            if _value_at(search, x, q) > -np.inf:
                 break
-            x, current = best_x, best
-    return True
+    return on_time
+
+
+def climb(search: WitnessSearch, points, steps: int, deadline: float | None = None) -> None:
+    """Greedy walks across activation regions from `points` (see `walk_regions`); the end points
+    are replayed, the only values kept."""
+    lo, hi = np.array(search.box.lo), np.array(search.box.hi)
+    _climb(search, points, search.question, search.blocks, lo, hi, steps, deadline)
 
 
 def _value_at(search: WitnessSearch, x: np.ndarray, q) -> float:
@@ -207,4 +329,4 @@ def _neighbours(blocks, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, k: int = 
     return [c for _, c in cands[:k]]
 
 
-__all__ = ["MAX_CUTS", "WitnessSearch", "closed", "walk_regions"]
+__all__ = ["MAX_CUTS", "WitnessSearch", "climb", "closed", "dense_ascent", "walk_regions"]

@@ -207,13 +207,19 @@ class BatchedSymbolicBounds:
         np.maximum.at(l, (np.broadcast_to(ar, idx.shape), idx), -up[:, R:])
 
     def pre_bounds(self, lo: np.ndarray, hi: np.ndarray, parents: list[PreBounds | None],
-                   sens: list | None = None) -> tuple[list, list, LiveLayers, list]:
+                   sens: list | None = None, fixed: np.ndarray | None = None) -> tuple[list, list, LiveLayers, list]:
         """(pre_lo, pre_hi, relaxed layers, magnitudes): bounds per ReLU layer, each (B, n_j).
 
         With `sens`, appends per layer the sensitivity of each neuron to each input, |a_up| + |a_lo|
-        of its linear bounds (B, n_j, n), for the split hint."""
+        of its linear bounds (B, n_j, n), for the split hint.
+        With `fixed` (B, all ReLUs concatenated: +1 assumed active, -1 inactive, 0 free; as
+        `solvers.bounds.network_bounds`), each box's bounds hold on the part of the box where its
+        phases hold; `self.empty` (B,) then marks the boxes where that part is empty (the phases
+        contradict sound bounds; their returned bounds are placeholders)."""
         blocks = self.blocks
         K = len(blocks) - 1
+        self.empty = np.zeros(len(lo), dtype=bool)
+        fixed_at = 0
         mags = magnitudes_batch(blocks, lo, hi)
         have_parent = all(p is not None for p in parents)
         if have_parent:
@@ -254,7 +260,15 @@ class BatchedSymbolicBounds:
                     sens.append(np.zeros((len(lo), blocks[j].out_dim, lo.shape[1])))
             elif sens is not None:
                 sens.append(np.broadcast_to(np.abs(blocks[0].weight), (len(lo),) + blocks[0].weight.shape))
-            if np.any(l > u):  # two sound bounds cannot cross
+            if fixed is not None:
+                F = fixed[:, fixed_at: fixed_at + blocks[j].out_dim]
+                fixed_at += blocks[j].out_dim
+                l = np.where(F > 0, np.maximum(l, 0.0), l)
+                u = np.where(F < 0, np.minimum(u, 0.0), u)
+                # sound bounds of the phase-restricted part that cross: that part is empty
+                self.empty |= np.any(l > u, axis=1)
+                u = np.where(self.empty[:, None], np.maximum(u, l), u)  # finite placeholders
+            elif np.any(l > u):  # two sound bounds cannot cross
                 raise RuntimeError(f"internal error: crossing bounds in layer {j}; please report this model")
             pre_lo.append(l)
             pre_hi.append(u)
