@@ -8,6 +8,7 @@ rounding errors of float64 accounted for (`solvers.psd`); `spectral_norm_upper` 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from itertools import product
@@ -53,6 +54,14 @@ def vector_norm(v: np.ndarray, norm: str) -> float:
     return float(np.max(np.abs(v))) if v.size else 0.0
 
 
+@functools.lru_cache(maxsize=16)
+def _sign_columns(bits: int) -> np.ndarray:
+    """All 2^bits sign vectors as columns (read-only: shared between calls, built once per size)."""
+    out = np.array(list(product((-1.0, 1.0), repeat=bits))).T if bits else np.zeros((0, 1))
+    out.flags.writeable = False
+    return out
+
+
 def _inf_to_one_exact(M: np.ndarray, max_enumeration: int = MAX_ENUMERATION) -> float:
     """max_{u in {-1,1}^n} ||M u||_1, enumerating sign vectors of the smaller side."""
     if M.shape[1] > M.shape[0]:
@@ -66,7 +75,7 @@ def _inf_to_one_exact(M: np.ndarray, max_enumeration: int = MAX_ENUMERATION) -> 
     # fix u_0 = +1 (u and -u give the same value); enumerate the rest in chunks
     rest = n - 1
     chunk_bits = min(rest, 14)
-    low = np.array(list(product((-1.0, 1.0), repeat=chunk_bits))).T if chunk_bits else np.zeros((0, 1))
+    low = _sign_columns(chunk_bits)
     for high in product((-1.0, 1.0), repeat=rest - chunk_bits):
         signs = np.vstack([np.ones((1, low.shape[1])), np.tile(np.array(high)[:, None], (1, low.shape[1])), low])
         best = max(best, float(np.max(np.sum(np.abs(M @ signs), axis=0))))
