@@ -44,20 +44,11 @@ def check_notebook(name: str, tmp_path: Path, figure: str) -> None:
 
 
 @pytest.mark.notebook
-def test_ldp_utility_notebook_runs_and_its_committed_copy_is_current(tmp_path):
-    check_notebook("ldp_utility", tmp_path, "rho vs rho_hat")
-
-
-@pytest.mark.notebook
-def test_certify_model_notebook_runs_and_its_committed_copy_is_current(tmp_path):
-    check_notebook("certify_model", tmp_path, "anytime certified interval")
-
-
-@pytest.mark.notebook
-def test_inference_privacy_notebook_runs_and_its_committed_copy_is_current(tmp_path):
-    check_notebook("inference_privacy", tmp_path, "accuracy vs epsilon")
-
-
-@pytest.mark.notebook
-def test_solver_benchmark_notebook_runs_and_its_committed_copy_is_current(tmp_path):
-    check_notebook("solver_benchmark", tmp_path, "cactus")
+@pytest.mark.parametrize("name, figure", [
+    ("ldp_utility", "rho vs rho_hat"),
+    ("certify_model", "anytime certified interval"),
+    ("inference_privacy", "accuracy vs epsilon"),
+    ("solver_benchmark", "cactus"),
+])
+def test_notebook_runs_and_its_committed_copy_is_current(tmp_path, name, figure):
+    check_notebook(name, tmp_path, figure)

@@ -102,15 +102,15 @@ def backend_status(name: str) -> tuple[bool, str]:
 
 def machine_info(**extra: Any) -> dict[str, Any]:
     """CPU, cores, memory, OS, Python and package/solver versions, plus `extra` (the run settings)."""
-    from ..report.build import versions
+    from ..report.build import machine, versions
 
     info: dict[str, Any] = {
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        **machine(),  # platform, machine, processor, cpus (the report's record)
         "cpu_model": _cpu_model(),
         "logical_cores": os.cpu_count(),
         "physical_cores": _physical_cores(),
         "memory_gb": _memory_gb(),
-        "platform": platform.platform(),
         "python": platform.python_version(),
         "packages": versions(),
         "solvers": solver_versions(),

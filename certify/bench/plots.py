@@ -21,6 +21,13 @@ def _plt():
     return plt
 
 
+def _save(plt, fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def _series(r: dict) -> str:
     return r["backend"] if r["method"] == "milp" else (r["method"] if r["backend"] == "none" else f"{r['method']} ({r['backend']})")
 
@@ -48,10 +55,7 @@ def runtime_vs_size(rows: list[dict], path: Path) -> Path | None:
     ax.set(xscale="log", yscale="log", xlabel="ReLUs in the network", ylabel="median seconds",
            title="runtime vs network size (hollow: not closed)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def cactus(rows: list[dict], path: Path) -> Path | None:
@@ -68,10 +72,7 @@ def cactus(rows: list[dict], path: Path) -> Path | None:
     ax.set(xscale="symlog", xlabel="seconds", ylabel="instances solved", title="cactus plot (higher and further left is better)")
     ax.set_xlim(left=0)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def tightness(rows: list[dict], path: Path) -> Path | None:
@@ -100,10 +101,7 @@ def tightness(rows: list[dict], path: Path) -> Path | None:
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(instances))], instances, rotation=60, fontsize=7, ha="right")
     ax.set(yscale="log", ylabel="certified bound / best lower bound", title="bound tightness per method (1 = exact)")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def ablation(rows: list[dict], path: Path) -> Path | None:
@@ -128,10 +126,7 @@ def ablation(rows: list[dict], path: Path) -> Path | None:
     axes[2].set_yscale("log")
     axes[0].legend(fontsize=8, title="bounds")
     fig.suptitle("bound-tightening ablation (MILP)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 PLOTS = {"runtime_vs_size": runtime_vs_size, "cactus": cactus, "tightness": tightness, "ablation": ablation}
