@@ -8,6 +8,8 @@
   input box where the Jacobian is not zero; `method="bab"` for 10 s and for --limit seconds, and
   `method="milp"` (the MILP alone) for --milp-limit seconds (`--long N,..`: only those nets get the
   long runs, the others the MILP for 10 s). Writes results/lipschitz_scale_acas.csv and _summary.md.
+  `--out NAME` names the files; runs split over processes (`--nets`) are joined by
+  `merge --parts A,B --out NAME`.
 - `close`: time to close (1e-6 relative) by BaB and by the MILP on the LipMIP suite and digits nets.
 - `scale`: 64-input nets of width 64..512 and depth 2..6 trained on load_digits, radius 0.02:
   upper/lower ratio against time for BaB (plotted: lipschitz_scale_curve.png).
@@ -99,19 +101,36 @@ def run_acas(args) -> None:
         rows.append(row)
         print(f"{name}: bab 10s {row['bab_ratio_10s']:.3g}  {args.limit:g}s {row['bab_ratio']:.3g}  "
               f"milp {row['milp_ratio']:.3g}  [{bab.lower:.4g}, {bab.upper:.4g}]", flush=True)
-    write(rows, "lipschitz_scale_acas.csv")
+    write(rows, f"{args.out}.csv")
+    summarize(rows, args)
+
+
+def summarize(rows, args) -> None:
+    """The summary table (median and max ratios) of ACAS rows, next to their CSV."""
     summary = ["| quantity | nets | median | max |", "|---|---|---|---|"]
     for key, sel in (("bab_ratio_10s", rows), ("milp_ratio", [r for r in rows if not r["long_run"]]),
                      ("bab_ratio", [r for r in rows if r["long_run"]]), ("milp_ratio", [r for r in rows if r["long_run"]]),
                      ("best_ratio", [r for r in rows if r["long_run"]])):
         if sel:
-            vals = [r[key] for r in sel]
+            vals = [float(r[key]) for r in sel]
             what = key if sel is rows or not sel[0]["long_run"] else f"{key} (long runs)"
             summary.append(f"| {what} | {len(sel)} | {statistics.median(vals):.4g} | {max(vals):.4g} |")
     text = (f"ACAS Xu, {len(rows)} nets, linf -> l1, radius 0.05; BaB {args.limit:g} s, MILP {args.milp_limit:g} s\n\n"
             + "\n".join(summary) + "\n")
-    (RESULTS / "lipschitz_scale_acas_summary.md").write_text(text)
+    (RESULTS / f"{args.out}_summary.md").write_text(text)
     print(text)
+
+
+def run_merge(args) -> None:
+    """Join the CSVs of runs split over processes (`--nets`, `--out`) into `--out`."""
+    rows = []
+    for name in args.parts.split(","):
+        with open(RESULTS / f"{name}.csv") as fh:
+            rows += [dict(r, long_run=r["long_run"] == "True") for r in csv.DictReader(fh)]
+    order = [f"{i}_{j}" for i in range(1, 6) for j in range(1, 10)]
+    rows.sort(key=lambda r: order.index(r["net"]))
+    write(rows, f"{args.out}.csv")
+    summarize(rows, args)
 
 
 def run_close(args) -> None:
@@ -174,13 +193,15 @@ def write(rows, name: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("part", choices=("acas", "close", "scale"))
+    ap.add_argument("part", choices=("acas", "close", "scale", "merge"))
     ap.add_argument("--limit", type=float, default=60.0)
     ap.add_argument("--milp-limit", type=float, default=60.0)
     ap.add_argument("--nets", default="")
     ap.add_argument("--long", default="", help="nets that also get the --limit runs (default: all)")
+    ap.add_argument("--out", default="lipschitz_scale_acas", help="acas/merge: name of the CSV and summary")
+    ap.add_argument("--parts", default="", help="merge: the CSV names to join")
     args = ap.parse_args()
-    {"acas": run_acas, "close": run_close, "scale": run_scale}[args.part](args)
+    {"acas": run_acas, "close": run_close, "scale": run_scale, "merge": run_merge}[args.part](args)
 
 
 if __name__ == "__main__":

@@ -7,13 +7,16 @@ the deepest point: max t s.t. (2 s_i - 1) z_i >= t * n_i, t <= xi <= 1 - t.
 
 - `interior_point`: that point when t > 0 (used to replay a MILP's pattern away from ties).
 - `has_no_interior`: a *sound* proof that the region has empty interior: a dual certificate of
-  t <= 0 verified in exact rational arithmetic (the LP's multipliers with their residual absorbed
-  by the box rows, or else multipliers solved exactly on the LP's support). Patterns so proven can be cut from a MILP without
-  changing its supremum over full-dimensional regions.
+  t <= 0, checked first in float64 with a rounding allowance when the LP's t is negative (the
+  closed region is empty), else in exact rational arithmetic (the LP's multipliers with their
+  residual absorbed by the box rows, or else multipliers solved exactly on the LP's support).
+  Patterns so proven can be cut from a MILP, or dropped from a branch-and-bound, without changing
+  the supremum over full-dimensional regions.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -85,25 +88,34 @@ def interior_point(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi: 
 
 # exact (rational) verification is attempted up to this many multiply-adds
 EXACT_WORK_LIMIT = 2_000_000
+EXACT_SECONDS_PER_OP = 1e-5  # measured: ~7.5 us per rational multiply-add of float64 weights
 
 
-def has_no_interior(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi: np.ndarray) -> bool:
+def has_no_interior(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi: np.ndarray,
+                    deadline: float | None = None, exact: bool = True) -> bool:
     """True only if the pattern's region provably has empty interior in the box.
 
-    The proof is a dual certificate of max t <= 0, checked in exact rational arithmetic on the
+    The proof is a dual certificate of max t <= 0. When the LP's t is negative its multipliers are
+    first checked in float64 with a rounding allowance (`_empty_by_float_farkas`: the closed region
+    is empty, microseconds); otherwise, or if that fails, in exact rational arithmetic on the
     exact region data (the network weights are rationals): the float LP only suggests which
-    constraints carry the certificate. Any doubt (or too much work) returns False.
+    constraints carry the certificate. Any doubt, too much work, `exact=False`, or an exact check
+    estimated to run past `deadline` (a `time.perf_counter()` value) returns False.
     """
     lp = _region_lp(net, pattern, lo, hi)
     if lp.empty:
-        return _exact_constant_violation(net, pattern, lo, hi)
+        return exact and _exact_constant_violation(net, pattern, lo, hi)
     res = _solve(lp)
     if res.status != 0 or res.x[-1] > 1e-9:
         return False
     y = np.maximum(-np.asarray(res.ineqlin.marginals, dtype=np.float64), 0.0)
+    if res.x[-1] < 0 and np.any(y > 0) and _empty_by_float_farkas(net, pattern, lo, hi, y):
+        return True
     blocks = relu_blocks(net)
     work = sum(b.weight.size for b in blocks[:-1]) * lo.size
-    if not np.any(y > 0) or work > EXACT_WORK_LIMIT:
+    if not exact or not np.any(y > 0) or work > EXACT_WORK_LIMIT:
+        return False
+    if deadline is not None and time.perf_counter() + work * EXACT_SECONDS_PER_OP > deadline:
         return False
     data = _exact_region_rows(net, pattern, lo, hi)
     if data is None:
@@ -120,6 +132,49 @@ def has_no_interior(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi:
     if y_exact is None or any(v < 0 for v in y_exact):
         return False
     return sum((yi * bi for yi, bi in zip(y_exact, b[support])), Fraction(0)) <= 0
+
+
+def _empty_by_float_farkas(net: Network, pattern, lo: np.ndarray, hi: np.ndarray, y: np.ndarray) -> bool:
+    """True if multipliers y >= 0 of the LP's region rows prove, in float64 with a rounding
+    allowance, that no point of the closed box satisfies the pattern's sign constraints.
+
+    Row i of the LP is sign_i z_i(x) >= t * scale_i, so with c_i = y_i / scale_i >= 0 (any
+    nonnegative float works: the check does not need the LP's accuracy) every point of the region
+    has h(x) = sum_i c_i sign_i z_i(x) >= 0. The computed z_i differ from the exact affine maps by
+    at most gamma(N) times their absolute-value chain (|W| products with the pattern's slopes,
+    applied to max(|lo|, |hi|) and |b|), and forming h and maximising it over the box adds
+    roundings bounded by the same magnitudes; if the maximum plus three such allowances is still
+    negative, the region is empty."""
+    from .rounding import gamma
+
+    blocks = relu_blocks(net)
+    n = lo.size
+    w = hi - lo
+    xmag = np.maximum(np.abs(lo), np.abs(hi))
+    M, d = np.eye(n), np.zeros(n)
+    Mm, dm = np.eye(n), np.zeros(n)  # absolute-value chains of M, d
+    g, h0, mag = np.zeros(n), 0.0, 0.0
+    row = 0
+    for blk, s in zip(blocks[:-1], pattern):
+        Mz, dz = blk.weight @ M, blk.weight @ d + blk.bias
+        Mmz, dmz = np.abs(blk.weight) @ Mm, np.abs(blk.weight) @ dm + np.abs(blk.bias)
+        sign = 2.0 * np.asarray(s, dtype=np.float64) - 1.0
+        G, c0 = Mz * w[None, :], Mz @ lo + dz
+        scale = np.abs(G).sum(axis=1) + np.abs(c0)
+        keep = scale > 0  # the rows `_region_lp` kept, in its order
+        coef = np.zeros(sign.size)
+        coef[keep] = y[row: row + int(keep.sum())] / scale[keep]
+        row += int(keep.sum())
+        g += (coef * sign) @ Mz
+        h0 += float((coef * sign) @ dz)
+        mag += float(coef @ (Mmz @ xmag + dmz))
+        M, d = s[:, None] * Mz, s * dz
+        Mm, dm = s[:, None] * Mmz, s * dmz
+    if not np.all(np.isfinite(g)) or not np.isfinite(h0) or not np.isfinite(mag):
+        return False
+    value = float(np.maximum(g * lo, g * hi).sum() + h0)
+    N = sum(b.in_dim for b in blocks) + row + n + 8
+    return value + 3.0 * gamma(N) * mag * (1.0 + 1e-12) + 1e-300 < 0.0
 
 
 def _farkas_bound(A: np.ndarray, b: np.ndarray, y_float: np.ndarray, n: int) -> Fraction:

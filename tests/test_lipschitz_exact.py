@@ -147,6 +147,40 @@ def test_tie_patterns_are_cut_only_when_provably_flat():
     assert not has_no_interior(net, [np.array([1.0, 0.0])], np.array([-1.0]), np.array([1e-12]))  # thin, not flat
 
 
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 100_000))
+def test_float_farkas_emptiness_agrees_with_exact_arithmetic_and_sampling(seed):
+    """Whenever the float64 Farkas check (with its rounding allowance) calls a pattern's region
+    empty, the exact rational check agrees and no sampled point of the box has that pattern."""
+    from solvers.regions import _empty_by_float_farkas, _region_lp, _solve, has_no_interior
+
+    rng = np.random.default_rng(seed)
+    w = random_weights([2, 4, 4, 2], seed)
+    net = sequential(w)
+    lo = rng.uniform(-1, 0.5, 2)
+    hi = lo + rng.uniform(0.05, 1.0, 2)
+    pattern = [rng.integers(0, 2, 4).astype(float) for _ in range(2)]
+    lp = _region_lp(net, pattern, lo, hi)
+    if lp.empty:
+        return
+    res = _solve(lp)
+    y = np.maximum(-np.asarray(res.ineqlin.marginals, dtype=np.float64), 0.0)
+    if res.status != 0 or not _empty_by_float_farkas(net, pattern, lo, hi, y):
+        return
+    assert has_no_interior(net, pattern, lo, hi)  # the float-first path
+    from solvers.regions import _exact_region_rows, _farkas_bound
+
+    A, b = _exact_region_rows(net, pattern, lo, hi)
+    assert _farkas_bound(A, b, y, 2) <= 0  # exact arithmetic agrees
+    h = rng.uniform(lo, hi, (20_000, 2))
+    match = np.ones(len(h), dtype=bool)
+    for (W, bias), s in zip(w[:-1], pattern):
+        z = h @ W.T + bias
+        match &= np.all((z >= 0) == (s > 0.5), axis=1)
+        h = np.maximum(z, 0.0)
+    assert not match.any()  # no sampled point realises the pattern
+
+
 def test_zero_bounds_and_stable_networks():
     """Pre-activation bounds exactly 0 (LipMIP crashed there) and a net with no unstable ReLU."""
     W1 = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])

@@ -4,7 +4,9 @@ Each node is a sub-box of the question's box with some ReLU phases fixed. Its bo
 Clarke Jacobian of the node: sound pre-activation bounds recomputed on the node (interval ->
 symbolic, the fixed phases imposed, the parent's bounds intersected: `solvers.bounds`) give each
 neuron a slope interval, and `clarke_norm_bound` bounds ||J||_{p->q} over every Jacobian with
-those slopes (output functionals enumerated, interval arithmetic backwards through the switches).
+those slopes (output functionals enumerated, interval arithmetic through the switches, then linear
+bounds of the Jacobian passes on nodes whose interval bound is above the lower bound:
+`solvers.bounds.jacobian_linear`).
 Optionally, for nodes with few unstable neurons, the LP relaxation of the Lipschitz MILP rebuilt
 on the node's bounds (safe duals) tightens it. When no neuron is unstable the node's Jacobian is
 one matrix and its norm is exact. Node centres (and the exact leaves) are replayed as witnesses.
@@ -17,6 +19,7 @@ uncertainty weighs most on the bound.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import dataclass
@@ -50,6 +53,10 @@ CLIMBS = 2               # ... and walk this many steps across activation region
 CLIMB_STEPS = 6
 SEARCH_SHARE = 0.1       # of the tree's time for further dense searches of lower bounds ...
 SEARCH_SLOT = 0.3        # ... in slots of at most this many seconds
+COMPLETE_UNSTABLE = 4    # nodes with at most this many unstable neurons are bounded through the
+                         # 2^k phase completions (`_completions`)
+HOLLOW_SPLITS = 4        # input splits of a fully fixed node without an interior point before the
+                         # exact proof that its pattern has no interior (a flat region stays flat)
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,7 @@ class _Node:
     prior: NetworkBounds | None
     parent_bound: float = math.inf
     stalled: bool = False  # the input split that made this node did not lower the bound
+    hollow: int = 0        # splits since the fixed pattern (every phase known) showed no interior point
 
 
 @dataclass
@@ -160,10 +168,12 @@ class LipschitzBab:
         out_lo = np.maximum(out_lo, np.stack([n.prior.out_lo for n in nodes]))
         out_hi = np.minimum(out_hi, np.stack([n.prior.out_hi for n in nodes]))
         ph = [phases(l, u) for l, u in zip(pre_lo, pre_hi)]
+        unstable = sum((p == UNSTABLE).sum(axis=1) for p in ph)
+        # linear Jacobian bounds on every box whose interval bound is above the lower bound (even
+        # wide boxes: their 4-10x tighter bounds order the search better than they cost)
         upper = clarke_norm_bound_batch(self.weights, [np.where(p == ACTIVE, 1.0, 0.0) for p in ph],
                                         [np.where(p == INACTIVE, 0.0, 1.0) for p in ph], self.q.p, self.q.q,
-                                        self.q.target)
-        unstable = sum((p == UNSTABLE).sum(axis=1) for p in ph)
+                                        self.q.target, linear_above=self.search.lower)
         # witnesses: the probes' estimated norms pick the points to replay
         probes = np.concatenate([0.5 * (lo + hi)[:, None, :],
                                  self.rng.uniform(lo[:, None, :], hi[:, None, :], (len(nodes), PROBES - 1, lo.shape[1]))],
@@ -187,6 +197,9 @@ class LipschitzBab:
             if unstable[b] == 0 and n.fixed is not None and lower[b] < upper[b] * (1 - 1e-9):
                 result.append(self._exact_leaf(n, nb, float(upper[b]), float(lower[b])))
                 continue
+            if 0 < unstable[b] <= COMPLETE_UNSTABLE and upper[b] > self.search.lower * (1 + 1e-6):
+                result.append(self._completions(n, nb, float(upper[b]), float(lower[b])))
+                continue
             # every phase known on a sub-box without fixed phases: one Jacobian on the whole box,
             # whose centre is replayed above only when promising; its bound is (nearly) exact
             result.append(NodeBound(float(upper[b]), float(lower[b]), leaf=bool(unstable[b] == 0), data=nb))
@@ -200,23 +213,58 @@ class LipschitzBab:
         inside = interior_point(self.net, pattern, node.lo, node.hi)
         if inside is not None:
             lower = max(lower, self._replay(inside))
-        elif has_no_interior(self.net, pattern, node.lo, node.hi):
+        elif has_no_interior(self.net, pattern, node.lo, node.hi, exact=False):  # the float proof (fast)
+            return NodeBound(-math.inf, leaf=True)
+        elif self.split_inputs and self._splittable(node) and node.hollow < HOLLOW_SPLITS:
+            # no interior point found: split the box (the children's sound bounds under the fixed
+            # phases drop the parts where the pattern cannot hold) before the costly exact proof
+            return NodeBound(upper, lower, leaf=False, data=nb)
+        elif has_no_interior(self.net, pattern, node.lo, node.hi, None if self.budget is None else self.budget.deadline):
             return NodeBound(-math.inf, leaf=True)
         return NodeBound(upper, lower, leaf=True, data=nb)
+
+    def _completions(self, node: _Node, nb: NetworkBounds, upper: float, lower: float) -> NodeBound:
+        """A node with a few unstable neurons, bounded through its completions: each choice of
+        their phases is one pattern with one Jacobian (its certified norm). A pattern whose norm
+        exceeds the lower bound is resolved by the region LP: a point inside it is replayed (the
+        norm is attained), or a float Farkas proof shows the region empty in the box (the pattern
+        is dropped). The node's bound is the largest norm not dropped; it is a leaf when every
+        pattern above the lower bound is resolved (splitting such nodes only cycles through ties)."""
+        phases = nb.phases()
+        base = [(ph == ACTIVE).astype(np.float64) for ph in phases]
+        free = [(j, i) for j, ph in enumerate(phases) for i in np.flatnonzero(ph == UNSTABLE)]
+        bound, open_left = -math.inf, False
+        for bits in itertools.product((0.0, 1.0), repeat=len(free)):
+            pattern = [b.copy() for b in base]
+            for (j, i), v in zip(free, bits):
+                pattern[j][i] = v
+            value = clarke_norm_bound(self.weights, pattern, pattern, self.q.p, self.q.q, self.q.target)
+            if value > self.search.lower * (1 + 1e-9):
+                inside = interior_point(self.net, pattern, node.lo, node.hi)
+                if inside is not None:
+                    lower = max(lower, self._replay(inside))
+                    open_left |= lower < value * (1 - 1e-9)  # replay failed: not attained
+                elif has_no_interior(self.net, pattern, node.lo, node.hi, exact=False):
+                    continue
+                else:
+                    open_left = True
+            bound = max(bound, value)
+        return NodeBound(min(upper, bound), lower, leaf=not open_left, data=nb)
 
     def branch(self, node: _Node, nb: NodeBound, prune_level: float):
         bounds: NetworkBounds = nb.data
         phases = bounds.phases()
         unstable = int(sum(np.sum(ph == UNSTABLE) for ph in phases))
-        if self.split_inputs and unstable > RELU_SPLIT_AT and self._splittable(node) and not node.stalled:
+        if self.split_inputs and self._splittable(node) and (unstable == 0 or (unstable > RELU_SPLIT_AT and not node.stalled)):
             k = self._input(node, bounds, phases)
             mid = 0.5 * (node.lo[k] + node.hi[k])
             left_hi, right_lo = node.hi.copy(), node.lo.copy()
             left_hi[k], right_lo[k] = mid, mid
             # children of an input split start from the parent's bounds (they are sub-boxes)
             stalled = nb.upper >= node.parent_bound * (1 - 1e-9)  # this split did not help: phases next
-            return [(_Node(node.lo, left_hi, node.fixed, bounds, nb.upper, stalled), None),
-                    (_Node(right_lo, node.hi, node.fixed, bounds, nb.upper, stalled), None)]
+            hollow = node.hollow + 1 if unstable == 0 else 0  # (only `_exact_leaf` splits such nodes)
+            return [(_Node(node.lo, left_hi, node.fixed, bounds, nb.upper, stalled, hollow), None),
+                    (_Node(right_lo, node.hi, node.fixed, bounds, nb.upper, stalled, hollow), None)]
         j, i = self._neuron(bounds, phases)
         fixed = [np.zeros(ph.size, dtype=np.int8) for ph in phases] if node.fixed is None else [f.copy() for f in node.fixed]
         children = []

@@ -41,6 +41,7 @@ from solvers.runtime import Budget, ProgressCallback, interruptible
 from .certificate import LipschitzCertificate
 from .live import LiveProgress
 from .anytime import bab_certificate, fast_upper
+from .bab import INPUT_SPLIT_DIM
 from .options import AUTO_MILP_UNSTABLE, DEFAULT_MIP_GAP, LocalOptions, NormQuestion
 from .witness import WitnessSearch, closed, walk_regions
 
@@ -86,8 +87,11 @@ def local_lipschitz(
     budget = Budget(opts.time_limit)
     _refuse_early(net, box, question, opts)
     with interruptible(), single_threaded_blas():  # small products: BLAS threads only wait for each other
+        # a branch-and-bound over input splits re-bounds every sub-box: a long LP pass on the whole
+        # box pays less there
+        splits = opts.method == "bab" and int(np.sum(box.free)) <= INPUT_SPLIT_DIM
         nb = network_bounds(net, np.array(box.lo), np.array(box.hi), opts.bounds,  # type: ignore[arg-type]
-                            lp_deadline=budget.stage(0.25))
+                            lp_deadline=budget.stage(0.05 if splits else 0.25))
         search = WitnessSearch(net, box, question, budget)
         search.sample()
         fast = fast_upper(net, nb, question)

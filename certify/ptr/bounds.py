@@ -2,7 +2,10 @@
 
 - `jacobian_upper`: an upper bound of sup_{x in box} ||J(x)||_{p->q} from sound pre-activation
   bounds: every Jacobian of the box lies in an interval matrix [L, U] (slopes 1 / 0 / [0, 1] for
-  active / inactive / unstable ReLUs), so ||J|| <= || max(|L|, |U|) || for these monotone norms.
+  active / inactive / unstable ReLUs), so ||J|| <= || max(|L|, |U|) || for these monotone norms;
+  and the Clarke-Jacobian bound of the local Lipschitz branch-and-bound over the same slopes
+  (`solvers.bounds.jacobian.clarke_norm_bound`, linear bounds of the Jacobian passes), the smaller
+  kept: a PTR step it decides needs no MILP.
 - `global_upper`: the layer-product bound (a global constant holds on every box).
 - `sampled_lower`: norms of exact Jacobians at sampled points where the net is certified
   differentiable (`certify.lipschitz.replay`): lower bounds, with the points as witnesses.
@@ -14,9 +17,10 @@ import numpy as np
 
 from models.ir import Network
 from solvers.bounds import network_bounds
+from solvers.bounds.jacobian import clarke_norm_bound
 from solvers.bounds.types import relu_blocks
 from solvers.norms import operator_norm_upper
-from solvers.phases import ACTIVE, UNSTABLE
+from solvers.phases import ACTIVE, INACTIVE, UNSTABLE
 from solvers.rounding import gamma
 
 from ..lipschitz.replay import differentiable_point, norm_lower
@@ -39,7 +43,11 @@ def jacobian_upper(net: Network, lo: np.ndarray, hi: np.ndarray, p: str, q: str,
         length += W.shape[1]
     # the same float64 error allowance as the MILP proof's node bound (LipschitzMilp.phase_bound)
     B = np.maximum(np.abs(L), np.abs(U)) + 4.0 * gamma(length + 2) * mag
-    return float(operator_norm_upper(B, p, q))
+    entrywise = float(operator_norm_upper(B, p, q))
+    phases = nb.phases()
+    clarke = clarke_norm_bound(weights, [(ph == ACTIVE).astype(np.float64) for ph in phases],
+                               [(ph != INACTIVE).astype(np.float64) for ph in phases], p, q)
+    return min(entrywise, clarke)
 
 
 def global_upper(net: Network, p: str, q: str) -> float:

@@ -12,11 +12,13 @@ u in a box gives sound bounds on every t_j and s_j (the big-M constants of the s
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from .interval import affine_interval
+from .jacobian_linear import linear_pass_upper
 from .types import ACTIVE, UNSTABLE
 
 
@@ -67,18 +69,22 @@ def jacobian_maps(weights: list[np.ndarray], phases: list[np.ndarray], mode: str
 
 # output functionals enumerated exactly up to this many outputs (2^(m-1) sign vectors for l1)
 MAX_SIGN_OUTPUTS = 12
+LINEAR_FIRST_DIRECTIONS = 4  # input directions per box in the first round of linear bounds
+LINEAR_WORK = 3e9            # estimated multiply-adds per round of linear bounds (about a second)
 
 
 def clarke_norm_bound(weights: list[np.ndarray], s_lo: list[np.ndarray], s_hi: list[np.ndarray], p: str,
-                      q: str | None, target: np.ndarray | None = None) -> float:
+                      q: str | None, target: np.ndarray | None = None, linear_above: float | None = -math.inf) -> float:
     """A sound upper bound on ||J||_{p->q} (or ||J^T c||_{p*} for a target c) over every Clarke
     Jacobian J = W_k D_{k-1} ... D_0 W_0 whose slopes lie in [s_lo[j], s_hi[j]] (within [0, 1]).
 
     The output side is kept exact where cheap: ||J||_{p->q} = max over extreme points c of the
     dual q-ball of ||J^T c||_{p*} ({+-1}^m for l1 outputs, {e_i} for linf, the target itself), and
     each c^T J is bounded by interval arithmetic backwards through the switches, so the signs of c
-    cancel inside the product (a Fast-Lip/RecurJac-style bound). Other cases bound the interval
-    matrix entrywise. Float rounding is covered by the |W| chain."""
+    cancel inside the product (a Fast-Lip/RecurJac-style bound), then tightened by linear bounds of
+    the switched passes (`jacobian_linear`) unless the interval bound is at most `linear_above`
+    (None: never). Other cases bound the interval matrix entrywise. Float rounding is covered by
+    the |W| chain."""
     from ..norms import dual, operator_norm_upper
     from ..rounding import gamma, round_up
 
@@ -106,21 +112,24 @@ def clarke_norm_bound(weights: list[np.ndarray], s_lo: list[np.ndarray], s_hi: l
         B = np.maximum(np.abs(L), np.abs(U)) + 4.0 * gamma(length) * mag
         return operator_norm_upper(B, p, str(q))
     rows = [s[None, :] for s in s_lo], [s[None, :] for s in s_hi]
-    return float(_functional_bounds(weights, rows[0], rows[1], p, C, length)[0])
+    return float(_functional_bounds(weights, rows[0], rows[1], p, C, length, linear_above)[0])
 
 
 def clarke_norm_bound_batch(weights: list[np.ndarray], s_lo: list[np.ndarray], s_hi: list[np.ndarray], p: str,
-                            q: str | None, target: np.ndarray | None = None) -> np.ndarray:
+                            q: str | None, target: np.ndarray | None = None,
+                            linear_above: float | np.ndarray | None = -math.inf) -> np.ndarray:
     """`clarke_norm_bound` for B slope boxes at once: s_lo[j], s_hi[j] are (B, n_j) arrays; returns
-    the B bounds. The enumerated output functionals are bounded vectorised over the batch (the
-    same interval arithmetic and rounding allowance); the other cases box by box."""
+    the B bounds (`linear_above`: one threshold, or one per box). The enumerated output functionals
+    are bounded vectorised over the batch (the same interval arithmetic and rounding allowance);
+    the other cases box by box."""
     C = _output_functionals(weights[-1].shape[0], q, target)
     B = s_lo[0].shape[0] if s_lo else 1
     if C is None or not s_lo:
-        return np.array([clarke_norm_bound(weights, [s[b] for s in s_lo], [s[b] for s in s_hi], p, q, target)
-                         for b in range(B)])
+        above = None if linear_above is None else np.broadcast_to(np.asarray(linear_above, dtype=float), (B,))
+        return np.array([clarke_norm_bound(weights, [s[b] for s in s_lo], [s[b] for s in s_hi], p, q, target,
+                                           None if above is None else float(above[b])) for b in range(B)])
     length = sum(w.shape[1] for w in weights) + weights[-1].shape[0] + 2
-    return _functional_bounds(weights, s_lo, s_hi, p, C, length)
+    return _functional_bounds(weights, s_lo, s_hi, p, C, length, linear_above)
 
 
 def _output_functionals(m: int, q: str | None, target: np.ndarray | None) -> np.ndarray | None:
@@ -134,7 +143,8 @@ def _output_functionals(m: int, q: str | None, target: np.ndarray | None) -> np.
     return None
 
 
-def _functional_bounds(weights, s_lo, s_hi, p: str, C: np.ndarray, length: int) -> np.ndarray:
+def _functional_bounds(weights, s_lo, s_hi, p: str, C: np.ndarray, length: int,
+                       linear_above: float | None = -math.inf) -> np.ndarray:
     """Bounds (B,) of max over c in C of ||c^T J||_{p*}, slopes (B, n_j): the row c^T J bounded by
     interval arithmetic backwards through the switches (Fast-Lip / RecurJac style), paired with
     forward passes over the input directions when those are few (`_paired_bound`)."""
@@ -155,8 +165,10 @@ def _functional_bounds(weights, s_lo, s_hi, p: str, C: np.ndarray, length: int) 
     err = 4.0 * gamma(length) * mag
     D = _input_directions(p, weights[0].shape[1])
     if D is not None:  # both sides enumerated: each pair (c, w) bounded forwards and backwards
-        return _paired_bound(weights, s_lo, s_hi, C, D, GL, GU, err, rows[::-1])
+        return _paired_bound(weights, s_lo, s_hi, C, D, GL, GU, err, rows[::-1], linear_above)
     Bm = np.maximum(np.abs(GL), np.abs(GU)) + err
+    if linear_above is not None:  # each entry of the row c^T J also bounded linearly (adjoint pass)
+        Bm = _linear_rows(weights, s_lo, s_hi, C, Bm, p, linear_above)
     d = dual(p)
     if d == "l1":
         vals = Bm.sum(axis=2).max(axis=1)
@@ -165,6 +177,53 @@ def _functional_bounds(weights, s_lo, s_hi, p: str, C: np.ndarray, length: int) 
         return Bm.max(axis=(1, 2))
     vals = np.sqrt((Bm * Bm).sum(axis=2)).max(axis=1)
     return np.array([round_up(float(v), float(v), Bm.shape[2] + 4) for v in vals])
+
+
+def _linear_rows(weights, s_lo, s_hi, C, Bm, p: str, above) -> np.ndarray:
+    """Bm (B, c, n), bounds of |c^T J| entrywise, tightened by the linear bound of the adjoint
+    pass of each c (`jacobian_linear`) on the boxes whose bound may exceed `above`, rows of the
+    largest bound first within the work cap."""
+    maps = jacobian_maps(weights, s_lo, "backward")[0]
+    sl_b, sh_b = s_lo[::-1], s_hi[::-1]
+    vals = _row_norms(Bm, p)                                   # (B, c)
+    todo = (_free_boxes(s_lo, s_hi) & (vals.max(axis=1) > above))[:, None] & np.ones(vals.shape, dtype=bool)
+    bb, cc = _within_work(todo, vals, maps, sl_b, sh_b, 2 * weights[0].shape[1])
+    if bb.size == 0:
+        return Bm
+    n = weights[0].shape[1]
+    up = linear_pass_upper(maps, sl_b, sh_b, C[cc], np.vstack([np.eye(n), -np.eye(n)]), bb)
+    Bm = Bm.copy()
+    Bm[bb, cc] = np.minimum(Bm[bb, cc], np.maximum(up[:, :n], up[:, n:]))
+    return Bm
+
+
+def _free_boxes(s_lo, s_hi) -> np.ndarray:
+    """(B,): boxes with some slope not fixed (their Jacobian is not one matrix)."""
+    return np.any(np.concatenate([sh > sl for sl, sh in zip(s_lo, s_hi)], axis=1), axis=1)
+
+
+def _within_work(todo: np.ndarray, value: np.ndarray, maps, s_lo, s_hi, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (box, instance) pairs of `todo` (B, W) to bound linearly, largest `value` first, while
+    the estimated multiply-adds stay within LINEAR_WORK (wide nets would take minutes: there the
+    interval bound stands). Cost of one instance: its back-substituted rows (two per free neuron,
+    plus the output rows) through the layers."""
+    b, w = np.nonzero(todo)
+    if b.size == 0:
+        return b, w
+    free = sum((sh > sl).sum(axis=1) for sl, sh in zip(s_lo, s_hi))  # (B,)
+    per_row = sum(M.shape[0] * M.shape[1] for M in maps)
+    cost = (2.0 * free[b] + rows) * per_row
+    order = np.argsort(-value[b, w], kind="stable")
+    keep = order[np.cumsum(cost[order]) <= LINEAR_WORK]
+    return b[keep], w[keep]
+
+
+def _row_norms(Bm: np.ndarray, p: str) -> np.ndarray:
+    """||row||_{p*} of entrywise bounds (B, c, n), unrounded (for choosing work only)."""
+    from ..norms import dual
+
+    d = dual(p)
+    return Bm.sum(axis=2) if d == "l1" else (Bm.max(axis=2) if d == "linf" else np.sqrt((Bm * Bm).sum(axis=2)))
 
 
 def _input_directions(p: str, n: int) -> np.ndarray | None:
@@ -177,7 +236,7 @@ def _input_directions(p: str, n: int) -> np.ndarray | None:
 
 
 def _paired_bound(weights, s_lo, s_hi, C: np.ndarray, D: np.ndarray, GL: np.ndarray, GU: np.ndarray,
-                  err_back: np.ndarray, rows: list) -> np.ndarray:
+                  err_back: np.ndarray, rows: list, linear_above: float | None = -math.inf) -> np.ndarray:
     """max over c in C and w in D of the best of several bounds of c^T J w, per box (B,).
 
     The forward pass bounds the vector J w for each w by intervals, the backward pass the row c^T J
@@ -212,8 +271,43 @@ def _paired_bound(weights, s_lo, s_hi, C: np.ndarray, D: np.ndarray, GL: np.ndar
     n_round = weights[0].shape[1] + C.shape[1] + 4
     hi = np.minimum(hi, fwd_hi + err)
     lo = np.maximum(lo, fwd_lo - err)
+    if linear_above is not None:
+        hi, lo = _linear_pairs(weights, s_lo, s_hi, C, D, hi, lo, linear_above)
     value = np.max(np.maximum(hi, -lo), axis=(1, 2))
     return np.array([round_up(float(v), float(v), n_round) for v in value]) * (1.0 + 4.0 * gamma(n_round))
+
+
+def _linear_pairs(weights, s_lo, s_hi, C, D, hi, lo, above):
+    """(hi, lo) of every pair (c, w) (B, c, w) tightened by the linear bound of the forward pass
+    of w (`jacobian_linear`), on the boxes whose bound exceeds `above` and that have a free slope.
+    Directions go in two rounds, the box's most promising first (largest pair bound): the second
+    takes only those still above what the first proved. Each round stays within the work cap."""
+    free = _free_boxes(s_lo, s_hi)
+    rows = np.vstack([C, -C])
+    done = np.zeros((hi.shape[0], D.shape[0]), dtype=bool)
+    hi, lo = hi.copy(), lo.copy()
+    for first in (True, False):
+        pair = np.maximum(hi, -lo)                 # (B, c, w)
+        box_val = pair.max(axis=(1, 2))
+        dir_val = pair.max(axis=1)                 # (B, w)
+        if first:
+            k = min(LINEAR_FIRST_DIRECTIONS, D.shape[0])
+            rank = np.argsort(-dir_val, axis=1, kind="stable")[:, :k]
+            todo = np.zeros_like(done)
+            np.put_along_axis(todo, rank, True, axis=1)
+        else:  # the best proven so far per box: a direction below it cannot raise the maximum
+            proven = np.where(done, dir_val, -np.inf).max(axis=1)
+            todo = ~done & (dir_val > proven[:, None])
+        todo &= (free & (box_val > above))[:, None]
+        b, w = _within_work(todo, dir_val, weights, s_lo, s_hi, rows.shape[0])
+        if b.size == 0:
+            continue
+        up = linear_pass_upper(weights, s_lo, s_hi, D[w], rows, b)  # (P, 2c)
+        m = C.shape[0]
+        hi[b, :, w] = np.minimum(hi[b, :, w], up[:, :m])
+        lo[b, :, w] = np.maximum(lo[b, :, w], -up[:, m:])
+        done[b, w] = True
+    return hi, lo
 
 
 def _meet(gl, gu, L, U, sl, sh, hi, lo, err):
