@@ -83,7 +83,8 @@ def test_backends_and_formulations_agree_with_enumeration(backend, formulation, 
 
 @pytest.mark.parametrize("p,q", [("l2", "l1"), ("linf", "l2"), ("l2", "l2"), ("l2", None)])
 def test_l2_by_norm_interpolation_is_sound(p, q):
-    """Without the MIQP: sqrt(L_a L_b) with the interpolating pairs, computed here from the oracle."""
+    """Without the MIQP: at most sqrt(L_a L_b) with the interpolating pairs (computed here from the
+    oracle), at least the true constant."""
     w, net, lo, hi, _ = _case("a")
     c = np.array([1.0, -0.5]) if q is None else None
     cert = certify.local_lipschitz(net, (lo + hi) / 2, (hi - lo) / 2, input_norm=p, output_norm=q or "l1",
@@ -99,7 +100,8 @@ def test_l2_by_norm_interpolation_is_sound(p, q):
     else:
         pair = (_oracle("a", p, "l1"), _oracle("a", p, "linf"))
     assert cert.lower <= true * (1 + 1e-12) <= cert.upper
-    assert cert.upper == pytest.approx(np.sqrt(pair[0] * pair[1]), rel=1e-5)
+    # never worse than the interpolation (the fast Jacobian bound may be tighter still)
+    assert cert.upper <= np.sqrt(pair[0] * pair[1]) * (1 + 1e-5)
     assert cert.exact == (cert.status == "optimal")
 
 
