@@ -169,14 +169,12 @@ def _functional_bounds(weights, s_lo, s_hi, p: str, C: np.ndarray, length: int,
     Bm = np.maximum(np.abs(GL), np.abs(GU)) + err
     if linear_above is not None:  # each entry of the row c^T J also bounded linearly (adjoint pass)
         Bm = _linear_rows(weights, s_lo, s_hi, C, Bm, p, linear_above)
+    vals = _row_norms(Bm, p).max(axis=1)
     d = dual(p)
-    if d == "l1":
-        vals = Bm.sum(axis=2).max(axis=1)
-        return np.array([round_up(float(v), float(v), Bm.shape[2] + 2) for v in vals])
-    if d == "linf":
-        return Bm.max(axis=(1, 2))
-    vals = np.sqrt((Bm * Bm).sum(axis=2)).max(axis=1)
-    return np.array([round_up(float(v), float(v), Bm.shape[2] + 4) for v in vals])
+    if d == "linf":  # a maximum: no rounding
+        return vals
+    extra = 2 if d == "l1" else 4
+    return np.array([round_up(float(v), float(v), Bm.shape[2] + extra) for v in vals])
 
 
 def _linear_rows(weights, s_lo, s_hi, C, Bm, p: str, above) -> np.ndarray:
@@ -219,7 +217,7 @@ def _within_work(todo: np.ndarray, value: np.ndarray, maps, s_lo, s_hi, rows: in
 
 
 def _row_norms(Bm: np.ndarray, p: str) -> np.ndarray:
-    """||row||_{p*} of entrywise bounds (B, c, n), unrounded (for choosing work only)."""
+    """||row||_{p*} of entrywise bounds (B, c, n), unrounded (callers round up what they return)."""
     from ..norms import dual
 
     d = dual(p)
