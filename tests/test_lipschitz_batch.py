@@ -4,7 +4,9 @@
   slopes lie in the given intervals (vertices and random interior choices, multiplied out here)
   has an operator norm (brute force, tests/lipschitz_oracles) at most the bound;
 - its batched form agrees with the box-by-box one;
-- pre-activation bounds with per-box rows and three lower slopes contain sampled pre-activations;
+- pre-activation bounds with per-box rows and three lower slopes (or optimised ones) contain
+  sampled pre-activations; optimised slopes give bounds between the LP relaxation's optimum
+  (scipy) and the fixed slopes' bounds;
 - the engine with batched rounds keeps a sound upper bound on a problem with a known maximum;
 - the bound on node boxes is at least the exact constant from region enumeration.
 """
@@ -89,9 +91,15 @@ def _sub_boxes(weights, seed, n, r, min_width, count, slopes):
     lo = rng.uniform(root_lo, root_hi - r / 2, (count, n))
     hi = lo + rng.uniform(min_width, r / 2, (count, n))
     parent = PreBounds(np.concatenate(root.pre_lo), np.concatenate(root.pre_hi))
-    bounder = BatchedSymbolicBounds(net, pre_slopes=slopes, per_box_rows=True)
-    pre_lo, pre_hi, _, _ = bounder.pre_bounds(lo, hi, [parent] * count)
+    pre_lo, pre_hi, _, _ = _bounder(net, slopes).pre_bounds(lo, hi, [parent] * count)
     return lo, hi, pre_lo, pre_hi, net
+
+
+def _bounder(net, slopes) -> BatchedSymbolicBounds:
+    """slopes: 1 or 3 fixed lower slopes, or "alpha" (three, then optimised per row)."""
+    if slopes == "alpha":
+        return BatchedSymbolicBounds(net, pre_slopes=3, per_box_rows=True, alpha_iterations=10)
+    return BatchedSymbolicBounds(net, pre_slopes=slopes, per_box_rows=True)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -109,7 +117,7 @@ def test_node_bounds_contain_the_exact_constant(seed, pair):
 
 
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 100_000), slopes=st.sampled_from([1, 3]))
+@given(seed=st.integers(0, 100_000), slopes=st.sampled_from([1, 3, "alpha"]))
 def test_per_box_pre_bounds_contain_sampled_preactivations(seed, slopes):
     weights = random_weights([4, 8, 8, 8, 3], seed)
     lo, hi, pre_lo, pre_hi, net = _sub_boxes(weights, seed, 4, 1.0, 0.01, 5, slopes)
@@ -119,6 +127,76 @@ def test_per_box_pre_bounds_contain_sampled_preactivations(seed, slopes):
         for x in xs:
             for j, z in enumerate(net.preactivations(x)[: len(pre_lo)]):
                 assert np.all(z >= pre_lo[j][b] - 1e-12) and np.all(z <= pre_hi[j][b] + 1e-12)
+
+
+def _triangle_lp_max(weights, pre_lo, pre_hi, j, c, lo, hi) -> float:
+    """max c . z_j over the box under the triangle relaxation of every ReLU before layer j, with
+    the given bounds (scipy's LP: the oracle any choice of lower slopes can only over-estimate)."""
+    from scipy.optimize import linprog
+
+    n = lo.size
+    sizes = [w.shape[0] for w, _ in weights[:j]]
+    # variables: x, then per layer t < j its pre-activation z_t and post-activation a_t
+    off, z_at, a_at = n, [], []
+    for s in sizes:
+        z_at.append(off)
+        a_at.append(off + s)
+        off += 2 * s
+    A_eq, b_eq, A_ub, b_ub = [], [], [], []
+    bounds = [(lo[i], hi[i]) for i in range(n)] + [(None, None)] * (off - n)
+    for t, (W, b) in enumerate(weights[:j]):
+        prev = list(range(n)) if t == 0 else list(range(a_at[t - 1], a_at[t - 1] + W.shape[1]))
+        for i in range(W.shape[0]):
+            row = np.zeros(off)
+            row[z_at[t] + i] = 1.0
+            row[prev] -= W[i]
+            A_eq.append(row)
+            b_eq.append(b[i])
+            l, u, z, a = pre_lo[t][i], pre_hi[t][i], z_at[t] + i, a_at[t] + i
+            if u <= 0 or l >= 0:  # stable: a = 0 or a = z
+                row = np.zeros(off)
+                row[a] = 1.0
+                if l >= 0:
+                    row[z] = -1.0
+                A_eq.append(row)
+                b_eq.append(0.0)
+                continue
+            for coef_a, coef_z, rhs in ((-1.0, 0.0, 0.0), (-1.0, 1.0, 0.0), (1.0, -u / (u - l), -u * l / (u - l))):
+                row = np.zeros(off)
+                row[a], row[z] = coef_a, coef_z
+                A_ub.append(row)
+                b_ub.append(rhs)
+    W, b = weights[j]
+    obj = np.zeros(off)
+    obj[a_at[j - 1]: a_at[j - 1] + W.shape[1]] = c @ W
+    res = linprog(-obj, A_ub=np.array(A_ub) if A_ub else None, b_ub=b_ub or None, A_eq=np.array(A_eq), b_eq=b_eq,
+                  bounds=bounds, method="highs")
+    assert res.status == 0
+    return float(-res.fun + c @ b)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_optimised_slopes_lie_between_the_lp_relaxation_and_fixed_slopes(seed):
+    """Rows of the last ReLU layer's pre-activations: with optimised lower slopes every bound is
+    at least the triangle LP's optimum over the same earlier bounds (CROWN with any slopes is a
+    feasible dual point of that LP), and on these random nets some row's bound is strictly below
+    the three fixed slopes' bound (the optimiser moves)."""
+    from certify.verify.batch_bounds import backsubstitute_upper_batch, best_of_slopes, optimized_slopes_bound
+
+    weights = random_weights([3, 10, 10, 10, 2], seed)
+    net = sequential(weights)
+    lo, hi = np.full((1, 3), -1.0), np.full((1, 3), 1.0)
+    bounder = BatchedSymbolicBounds(net, pre_slopes=3, per_box_rows=True, alpha_iterations=10)
+    pre_lo, pre_hi, live, mags = bounder.pre_bounds(lo, hi, [None])
+    j = 2
+    n = weights[j][0].shape[0]
+    C = np.vstack([np.eye(n), -np.eye(n)])
+    fixed = best_of_slopes(live, j, C, lo, hi, mags[j], backsubstitute_upper_batch(live, j, C, lo, hi, mags[j])[0])
+    alpha = optimized_slopes_bound(live, j, C, lo, hi, mags[j], np.full_like(fixed, np.inf), 10)
+    lp = np.array([_triangle_lp_max(weights, [p[0] for p in pre_lo], [p[0] for p in pre_hi], j, c, lo[0], hi[0])
+                   for c in C])
+    assert np.all(alpha[0] >= lp - 1e-7 * (1 + np.abs(lp)))
+    assert np.any(alpha[0] < fixed[0] - 1e-6 * (1 + np.abs(fixed[0])))
 
 
 class _Interval:
@@ -156,7 +234,7 @@ def test_batched_engine_keeps_a_sound_upper_bound(batch, max_nodes):
 
 
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 100_000), slopes=st.sampled_from([1, 3]))
+@given(seed=st.integers(0, 100_000), slopes=st.sampled_from([1, 3, "alpha"]))
 def test_fixed_phase_pre_bounds_contain_the_points_where_the_phases_hold(seed, slopes):
     """Boxes with ReLU phases fixed (some against a phase the root proves: empty parts): bounds
     contain the pre-activations of every sampled point where the fixed phases hold, and a box
@@ -177,7 +255,7 @@ def test_fixed_phase_pre_bounds_contain_the_points_where_the_phases_hold(seed, s
     stable_active = np.flatnonzero(flat_lo > 0)
     if stable_active.size:  # the last box assumes a provably active neuron inactive: empty
         fixed[-1, stable_active[0]] = -1
-    bounder = BatchedSymbolicBounds(net, pre_slopes=slopes, per_box_rows=True)
+    bounder = _bounder(net, slopes)
     pre_lo, pre_hi, _, _ = bounder.pre_bounds(lo, hi, [PreBounds(flat_lo, flat_hi)] * count, fixed=fixed)
     if stable_active.size:
         assert bounder.empty[-1]

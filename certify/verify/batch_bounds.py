@@ -14,7 +14,8 @@ specific savings, both sound because a child box lies inside its parent:
 The spec rows H y are back-substituted as rows (not from per-output bounds), three times: with
 CROWN's adaptive lower slopes, with lower lines parallel to the upper ones and with CROWN's other
 choice, keeping the smallest bound of each row (each is sound; on ACAS Xu this halves to quarters
-the nodes of the hardest instances). The first pass's linear coefficients over the input give
+the nodes of the hardest instances); optionally the per-box pre-activation rows left unstable are
+bounded once more with lower slopes optimised per row (`alpha_slopes`). The first pass's linear coefficients over the input give
 the split hint |lambda_i| * width_i of each clause's deciding row.
 """
 
@@ -144,7 +145,8 @@ def backsubstitute_upper_batch(live: LiveLayers, j: int, coeff: np.ndarray, lo: 
         const = const + np.einsum("brn,bn->br", lam_pos, r.up_icpt)
         if np.any(r.lo_icpt):
             const = const + np.einsum("brn,bn->br", np.where(pos, 0.0, lam), r.lo_icpt)
-        lam = lam * np.where(pos, r.up_slope[:, None, :], r.lo_slope[:, None, :])
+        lo_slope = r.lo_slope if r.lo_slope.ndim == 3 else r.lo_slope[:, None, :]  # (per row, or per box)
+        lam = lam * np.where(pos, r.up_slope[:, None, :], lo_slope)
         const = const + lam @ live.bias[t]
         lam = lam @ live.weight[t]
         length += blocks[t].in_dim + 2
@@ -159,13 +161,29 @@ def best_of_slopes(live: LiveLayers, j: int, coeff: np.ndarray, lo: np.ndarray, 
     of the unstable ReLUs): each result is sound, so the smallest is (alpha-CROWN's idea with
     three fixed slopes, no optimiser). `up`: the bounds with CROWN's slopes."""
     for variant in (_parallel_lower, _flipped_lower):
-        saved = live.relax
-        live.relax = [variant(r) for r in saved]
-        try:
-            up = np.minimum(up, backsubstitute_upper_batch(live, j, coeff, lo, hi, mag, None)[0])
-        finally:
-            live.relax = saved
+        up = np.minimum(up, _with_relaxations(live, [variant(r) for r in live.relax], j, coeff, lo, hi, mag))
     return up
+
+
+def optimized_slopes_bound(live: LiveLayers, j: int, coeff: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                           mag: np.ndarray, up: np.ndarray, iterations: int) -> np.ndarray:
+    """min(up, the rows back-substituted with lower slopes optimised per row: `alpha_slopes`;
+    the bound is this module's sound float64 one, whatever slopes the optimiser returns)."""
+    from .alpha_slopes import optimized_lower_slopes
+
+    slopes = optimized_lower_slopes(live, j, coeff, lo, hi, iterations)
+    relax = [replace(r, lo_slope=s) for r, s in zip(live.relax, slopes)] + live.relax[j:]
+    return np.minimum(up, _with_relaxations(live, relax, j, coeff, lo, hi, mag))
+
+
+def _with_relaxations(live: LiveLayers, relax: list, j: int, coeff, lo, hi, mag) -> np.ndarray:
+    """Upper bounds of the rows with the layers relaxed by `relax` instead of `live.relax`."""
+    saved = live.relax
+    live.relax = relax
+    try:
+        return backsubstitute_upper_batch(live, j, coeff, lo, hi, mag, None)[0]
+    finally:
+        live.relax = saved
 
 
 class BatchedSymbolicBounds:
@@ -174,37 +192,49 @@ class BatchedSymbolicBounds:
 
     name = "symbolic-batched"
 
-    def __init__(self, net: Network, pre_slopes: int = 1, per_box_rows: bool = False) -> None:
+    def __init__(self, net: Network, pre_slopes: int = 1, per_box_rows: bool = False, alpha_iterations: int = 0) -> None:
         self.blocks = relu_blocks(net)
         # each box back-substitutes only its own unstable neurons (padded), not the batch's union
         self.per_box_rows = per_box_rows
         # pre-activation rows back-substituted with CROWN's lower slopes only (1) or also with the
         # parallel and flipped ones (3), the smallest bound kept
         self.pre_slopes = pre_slopes
+        # > 0: per_box_rows pre-activation rows also get lower slopes optimised by this many steps
+        # (within `alpha_slopes.WORK`)
+        self.alpha_iterations = alpha_iterations
 
     def _rebound_per_box(self, live: LiveLayers, j: int, l: np.ndarray, u: np.ndarray, lo: np.ndarray,
                          hi: np.ndarray, mag: np.ndarray) -> None:
         """Back-substitute, in place, each box's own unstable neurons of layer j (padded to the
         largest count with repeats of a neuron of the box, which bound it again harmlessly)
-        rather than every neuron unstable in some box of the batch."""
-        unstable = (l < 0) & (u > 0)
-        R = int(unstable.sum(axis=1).max())
-        if R == 0:
-            return
-        B, n = l.shape
-        order = np.argsort(~unstable, axis=1, kind="stable")[:, :R]  # each box's unstable first
-        valid = np.take_along_axis(unstable, order, axis=1)
-        idx = np.where(valid, order, order[:, :1])
-        C = np.zeros((B, 2 * R, n))
-        ar = np.arange(B)[:, None]
-        C[ar, np.arange(R)[None, :], idx] = 1.0
-        C[ar, R + np.arange(R)[None, :], idx] = -1.0
-        up, _ = backsubstitute_upper_batch(live, j, C, lo, hi, mag)
-        if self.pre_slopes > 1:
-            up = best_of_slopes(live, j, C, lo, hi, mag, up)
-        # a box with no unstable neuron repeats neuron order[:, 0]: a sound bound of it all the same
-        np.minimum.at(u, (np.broadcast_to(ar, idx.shape), idx), up[:, :R])
-        np.maximum.at(l, (np.broadcast_to(ar, idx.shape), idx), -up[:, R:])
+        rather than every neuron unstable in some box of the batch. With optimised slopes, only
+        the neurons the fixed slopes left unstable are bounded again."""
+        for optimise in (False, True) if self.alpha_iterations else (False,):
+            unstable = (l < 0) & (u > 0)
+            R = int(unstable.sum(axis=1).max())
+            if R == 0:
+                return
+            B, n = l.shape
+            order = np.argsort(~unstable, axis=1, kind="stable")[:, :R]  # each box's unstable first
+            valid = np.take_along_axis(unstable, order, axis=1)
+            idx = np.where(valid, order, order[:, :1])
+            C = np.zeros((B, 2 * R, n))
+            ar = np.arange(B)[:, None]
+            C[ar, np.arange(R)[None, :], idx] = 1.0
+            C[ar, R + np.arange(R)[None, :], idx] = -1.0
+            if optimise:
+                from .alpha_slopes import WORK, optimization_work
+
+                if optimization_work(live, j, B, 2 * R, self.alpha_iterations) > WORK:
+                    return
+                up = optimized_slopes_bound(live, j, C, lo, hi, mag, np.full((B, 2 * R), np.inf), self.alpha_iterations)
+            else:
+                up, _ = backsubstitute_upper_batch(live, j, C, lo, hi, mag)
+                if self.pre_slopes > 1:
+                    up = best_of_slopes(live, j, C, lo, hi, mag, up)
+            # a box with no unstable neuron repeats neuron order[:, 0]: a sound bound of it all the same
+            np.minimum.at(u, (np.broadcast_to(ar, idx.shape), idx), up[:, :R])
+            np.maximum.at(l, (np.broadcast_to(ar, idx.shape), idx), -up[:, R:])
 
     def pre_bounds(self, lo: np.ndarray, hi: np.ndarray, parents: list[PreBounds | None],
                    sens: list | None = None, fixed: np.ndarray | None = None) -> tuple[list, list, LiveLayers, list]:
