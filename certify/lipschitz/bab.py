@@ -50,7 +50,7 @@ BATCH = 32               # best open nodes branched together; their input-split 
 PRE_SLOPES = 3           # batched pre-activation rows: CROWN's, parallel and flipped lower slopes
 ALPHA_STEPS = 10         # ... then, with input splits, lower slopes optimised per row by this many
                          # steps (`alpha_slopes`): on small boxes of deep nets the deep layers' bounds
-                         # decide the Jacobian bound (5-80x tighter on ACAS Xu sub-boxes)
+                         # decide the Jacobian bound (5-60x tighter on ACAS Xu sub-boxes)
 PROBES = 4               # points per batched node (centre + random) ranked for witness replay
 REPLAYS = 2              # ... of which the best this many per batch are replayed
 CLIMBS = 2               # ... and walk this many steps across activation regions from the best ones

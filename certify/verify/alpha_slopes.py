@@ -2,12 +2,12 @@
 
 Any lower line alpha z with alpha in [0, 1] bounds relu(z) from below, so every choice of the
 slopes of the unstable neurons gives a sound back-substituted bound. For each row being bounded
-(one per box, its own slopes per earlier neuron) a few projected Adam steps on the bound, by
-automatic differentiation in float32, pick slopes; the bound itself is then recomputed with them
-by the sound float64 back-substitution of `batch_bounds` (with its rounding allowance), so the
+(one per box, its own slopes per earlier neuron) a few projected Adam steps on the bound,
+differentiated by hand in float32, pick slopes; the bound itself is then recomputed with them by
+the sound float64 back-substitution of `batch_bounds` (with its rounding allowance), so the
 optimiser's arithmetic never enters a certified number. On ACAS Xu sub-boxes the deep layers'
-bounds come within a few percent of the LP relaxation's at a fraction of its cost (the Jacobian
-bounds built on them are 5-80x tighter than with CROWN's fixed slopes).
+bounds come close to the LP relaxation's at a fraction of its cost (the Jacobian bounds built on
+them 5-60x tighter than with the fixed slopes, on three sub-boxes of net 2_8).
 """
 
 from __future__ import annotations
@@ -30,66 +30,46 @@ def optimized_lower_slopes(live, j: int, coeff: np.ndarray, lo: np.ndarray, hi: 
                            iterations: int = ITERATIONS, step: float = STEP) -> list[np.ndarray]:
     """Lower slopes (B, R, n_t) for each ReLU layer t < j (alive neurons of `live`), chosen to
     shrink the upper bounds of the rows `coeff` (R, n_j) or (B, R, n_j) of z_j over each box
-    [lo, hi] (B, n). Stable neurons keep their exact slope; a heuristic, not a bound."""
-    import torch
+    [lo, hi] (B, n). Stable neurons keep their exact slope; a heuristic, not a bound.
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small tensors: threads only contend with numpy's (and other runs')
-    try:
-        return _optimize(torch, live, j, coeff, lo, hi, iterations, step)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _optimize(torch, live, j: int, coeff: np.ndarray, lo: np.ndarray, hi: np.ndarray, iterations: int,
-              step: float) -> list[np.ndarray]:
+    Each step back-substitutes the rows (as `batch_bounds.backsubstitute_upper_batch`, without
+    rounding terms), differentiates the bound by hand in reverse (the bound is piecewise linear in
+    the slopes: d bound / d alpha_t = (the row's negative part on layer t) * (the gradient flowing
+    back into layer t)), and takes a projected Adam step."""
     B = lo.shape[0]
-
-    def T(a):
-        return torch.from_numpy(np.array(a, dtype=np.float32))  # a writable copy
-
-    C = T(coeff)
+    C = np.asarray(coeff, dtype=np.float32)
     if C.ndim == 2:
-        C = C.expand(B, *C.shape)
+        C = np.broadcast_to(C, (B,) + C.shape)
     R = C.shape[1]
-    lam0 = C @ T(live.blocks[j].weight[:, live.inputs_of(j)])
-    const0 = C @ T(live.blocks[j].bias)
-    free, start, up_slope, up_icpt, params = [], [], [], [], []
-    for t in range(j):
-        r = live.relax[t]
-        unstable = (r.up_slope > 0.0) & (r.up_slope < 1.0)
-        free.append(T(unstable[:, None, :]))
-        start.append(T(r.lo_slope[:, None, :]))
-        up_slope.append(T(r.up_slope[:, None, :]))
-        up_icpt.append(T(r.up_icpt))
-        # CROWN's slope as the start: the optimiser only moves from a sound, usually good, choice
-        params.append(T(np.broadcast_to(r.lo_slope[:, None, :], (B, R, r.lo_slope.shape[1]))).clone().requires_grad_(True))
-    weight = [T(w) for w in live.weight]
-    bias = [T(b) for b in live.bias]
-    t_lo, t_hi = T(lo), T(hi)
-    opt = torch.optim.Adam(params, lr=step)
-    for _ in range(iterations):
-        lam, const = lam0, const0
+    f32 = [np.asarray(w, dtype=np.float32) for w in live.weight]
+    bias = [np.asarray(b, dtype=np.float32) for b in live.bias]
+    lam0 = C @ np.asarray(live.blocks[j].weight[:, live.inputs_of(j)], dtype=np.float32)
+    free = [((r.up_slope > 0.0) & (r.up_slope < 1.0))[:, None, :] for r in live.relax[:j]]
+    up_slope = [r.up_slope[:, None, :].astype(np.float32) for r in live.relax[:j]]
+    up_icpt = [r.up_icpt[:, None, :].astype(np.float32) for r in live.relax[:j]]
+    # CROWN's slopes as the start: the optimiser only moves from a sound, usually good, choice
+    alpha = [np.broadcast_to(r.lo_slope[:, None, :], (B, R, r.lo_slope.shape[1])).astype(np.float32)
+             for r in live.relax[:j]]
+    m = [np.zeros_like(a) for a in alpha]
+    v = [np.zeros_like(a) for a in alpha]
+    x_hi, x_lo = hi.astype(np.float32)[:, None, :], lo.astype(np.float32)[:, None, :]
+    for k in range(1, iterations + 1):
+        lams = []  # the row entering each ReLU layer t (j - 1 down to 0)
+        lam = lam0
         for t in range(j - 1, -1, -1):
-            pos, neg = lam.clamp(min=0.0), lam.clamp(max=0.0)
-            const = const + torch.einsum("brn,bn->br", pos, up_icpt[t])
-            slope = free[t] * params[t] + (1.0 - free[t]) * start[t]
-            lam = pos * up_slope[t] + neg * slope
-            const = const + lam @ bias[t]
-            lam = lam @ weight[t]
-        upper = const + torch.einsum("brn,bn->br", lam.clamp(min=0.0), t_hi) + torch.einsum("brn,bn->br", lam.clamp(max=0.0), t_lo)
-        opt.zero_grad()
-        upper.sum().backward()
-        opt.step()
-        with torch.no_grad():
-            for p in params:
-                p.clamp_(0.0, 1.0)
-    out = []
-    for t, p in enumerate(params):
-        r = live.relax[t]
-        unstable = ((r.up_slope > 0.0) & (r.up_slope < 1.0))[:, None, :]
-        out.append(np.where(unstable, p.detach().numpy().astype(np.float64), r.lo_slope[:, None, :]))
-    return out
+            lams.append(lam)
+            lam = (np.maximum(lam, 0.0) * up_slope[t] + np.minimum(lam, 0.0) * alpha[t]) @ f32[t]
+        grad = np.where(lam > 0.0, x_hi, x_lo)  # d bound / d (row over the input)
+        for t, lam in zip(range(j), reversed(lams)):
+            g = grad @ f32[t].T + bias[t]  # d bound / d (row after the relaxation of layer t)
+            neg = np.minimum(lam, 0.0)
+            d_alpha = np.where(free[t], g * neg, 0.0)
+            grad = np.where(lam > 0.0, g * up_slope[t] + up_icpt[t], g * alpha[t])
+            m[t] = 0.9 * m[t] + 0.1 * d_alpha
+            v[t] = 0.999 * v[t] + 0.001 * d_alpha * d_alpha
+            m_hat, v_hat = m[t] / (1 - 0.9**k), v[t] / (1 - 0.999**k)
+            alpha[t] = np.clip(alpha[t] - step * m_hat / (np.sqrt(v_hat) + 1e-8), 0.0, 1.0)
+    return [np.where(f, a.astype(np.float64), r.lo_slope[:, None, :]) for f, a, r in zip(free, alpha, live.relax)]
 
 
 __all__ = ["optimized_lower_slopes", "optimization_work", "ITERATIONS", "WORK"]
