@@ -15,8 +15,8 @@ The spec rows H y are back-substituted as rows (not from per-output bounds), thr
 CROWN's adaptive lower slopes, with lower lines parallel to the upper ones and with CROWN's other
 choice, keeping the smallest bound of each row (each is sound; on ACAS Xu this halves to quarters
 the nodes of the hardest instances); optionally the per-box pre-activation rows left unstable are
-bounded once more with lower slopes optimised per row (`alpha_slopes`). The first pass's linear coefficients over the input give
-the split hint |lambda_i| * width_i of each clause's deciding row.
+bounded once more with lower slopes optimised per row (`alpha_slopes`). The first pass's linear
+coefficients over the input give the split hint |lambda_i| * width_i of each clause's deciding row.
 """
 
 from __future__ import annotations
@@ -192,7 +192,8 @@ class BatchedSymbolicBounds:
 
     name = "symbolic-batched"
 
-    def __init__(self, net: Network, pre_slopes: int = 1, per_box_rows: bool = False, alpha_iterations: int = 0) -> None:
+    def __init__(self, net: Network, pre_slopes: int = 1, per_box_rows: bool = False,
+                 alpha_iterations: int = 0) -> None:
         self.blocks = relu_blocks(net)
         # each box back-substitutes only its own unstable neurons (padded), not the batch's union
         self.per_box_rows = per_box_rows
@@ -227,7 +228,8 @@ class BatchedSymbolicBounds:
 
                 if optimization_work(live, j, B, 2 * R, self.alpha_iterations) > WORK:
                     return
-                up = optimized_slopes_bound(live, j, C, lo, hi, mag, np.full((B, 2 * R), np.inf), self.alpha_iterations)
+                up = optimized_slopes_bound(live, j, C, lo, hi, mag, np.full((B, 2 * R), np.inf),
+                                            self.alpha_iterations)
             else:
                 up, _ = backsubstitute_upper_batch(live, j, C, lo, hi, mag)
                 if self.pre_slopes > 1:
