@@ -192,7 +192,7 @@ def test_optimised_slopes_lie_between_the_lp_relaxation_and_fixed_slopes(seed):
     n = weights[j][0].shape[0]
     C = np.vstack([np.eye(n), -np.eye(n)])
     fixed = best_of_slopes(live, j, C, lo, hi, mags[j], backsubstitute_upper_batch(live, j, C, lo, hi, mags[j])[0])
-    alpha = optimized_slopes_bound(live, j, C, lo, hi, mags[j], np.full_like(fixed, np.inf), 10)
+    alpha = optimized_slopes_bound(live, j, C, lo, hi, mags[j], 10)
     lp = np.array([_triangle_lp_max(weights, [p[0] for p in pre_lo], [p[0] for p in pre_hi], j, c, lo[0], hi[0])
                    for c in C])
     assert np.all(alpha[0] >= lp - 1e-7 * (1 + np.abs(lp)))

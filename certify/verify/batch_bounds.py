@@ -166,14 +166,40 @@ def best_of_slopes(live: LiveLayers, j: int, coeff: np.ndarray, lo: np.ndarray, 
 
 
 def optimized_slopes_bound(live: LiveLayers, j: int, coeff: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                           mag: np.ndarray, up: np.ndarray, iterations: int) -> np.ndarray:
-    """min(up, the rows back-substituted with lower slopes optimised per row: `alpha_slopes`;
-    the bound is this module's sound float64 one, whatever slopes the optimiser returns)."""
+                           mag: np.ndarray, iterations: int) -> np.ndarray:
+    """Upper bounds of the rows back-substituted with lower slopes optimised per row
+    (`alpha_slopes`): this module's sound float64 bound, whatever slopes the optimiser returns."""
     from .alpha_slopes import optimized_lower_slopes
 
     slopes = optimized_lower_slopes(live, j, coeff, lo, hi, iterations)
     relax = [replace(r, lo_slope=s) for r, s in zip(live.relax, slopes)] + live.relax[j:]
-    return np.minimum(up, _with_relaxations(live, relax, j, coeff, lo, hi, mag))
+    return _with_relaxations(live, relax, j, coeff, lo, hi, mag)
+
+
+def _unstable_rows(l: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(C, idx): rows +-e_i (B, 2R, n) of each box's unstable neurons idx (B, R), padded with
+    repeats of the box's first neuron in that order; None when no box has one."""
+    unstable = (l < 0) & (u > 0)
+    R = int(unstable.sum(axis=1).max())
+    if R == 0:
+        return None
+    B, n = l.shape
+    order = np.argsort(~unstable, axis=1, kind="stable")[:, :R]  # each box's unstable first
+    idx = np.where(np.take_along_axis(unstable, order, axis=1), order, order[:, :1])
+    C = np.zeros((B, 2 * R, n))
+    ar = np.arange(B)[:, None]
+    C[ar, np.arange(R)[None, :], idx] = 1.0
+    C[ar, R + np.arange(R)[None, :], idx] = -1.0
+    return C, idx
+
+
+def _tighten(l: np.ndarray, u: np.ndarray, idx: np.ndarray, up: np.ndarray) -> None:
+    """Intersect, in place, the bounds of neurons idx (B, R) with the rows' bounds up (B, 2R)
+    (a padded repeat bounds its neuron again: sound all the same)."""
+    R = idx.shape[1]
+    ar = np.broadcast_to(np.arange(idx.shape[0])[:, None], idx.shape)
+    np.minimum.at(u, (ar, idx), up[:, :R])
+    np.maximum.at(l, (ar, idx), -up[:, R:])
 
 
 def _with_relaxations(live: LiveLayers, relax: list, j: int, coeff, lo, hi, mag) -> np.ndarray:
@@ -210,33 +236,23 @@ class BatchedSymbolicBounds:
         largest count with repeats of a neuron of the box, which bound it again harmlessly)
         rather than every neuron unstable in some box of the batch. With optimised slopes, only
         the neurons the fixed slopes left unstable are bounded again."""
-        for optimise in (False, True) if self.alpha_iterations else (False,):
-            unstable = (l < 0) & (u > 0)
-            R = int(unstable.sum(axis=1).max())
-            if R == 0:
-                return
-            B, n = l.shape
-            order = np.argsort(~unstable, axis=1, kind="stable")[:, :R]  # each box's unstable first
-            valid = np.take_along_axis(unstable, order, axis=1)
-            idx = np.where(valid, order, order[:, :1])
-            C = np.zeros((B, 2 * R, n))
-            ar = np.arange(B)[:, None]
-            C[ar, np.arange(R)[None, :], idx] = 1.0
-            C[ar, R + np.arange(R)[None, :], idx] = -1.0
-            if optimise:
-                from .alpha_slopes import WORK, optimization_work
+        rows = _unstable_rows(l, u)
+        if rows is None:
+            return
+        C, idx = rows
+        up, _ = backsubstitute_upper_batch(live, j, C, lo, hi, mag)
+        if self.pre_slopes > 1:
+            up = best_of_slopes(live, j, C, lo, hi, mag, up)
+        _tighten(l, u, idx, up)
+        if not self.alpha_iterations:
+            return
+        from .alpha_slopes import WORK, optimization_work
 
-                if optimization_work(live, j, B, 2 * R, self.alpha_iterations) > WORK:
-                    return
-                up = optimized_slopes_bound(live, j, C, lo, hi, mag, np.full((B, 2 * R), np.inf),
-                                            self.alpha_iterations)
-            else:
-                up, _ = backsubstitute_upper_batch(live, j, C, lo, hi, mag)
-                if self.pre_slopes > 1:
-                    up = best_of_slopes(live, j, C, lo, hi, mag, up)
-            # a box with no unstable neuron repeats neuron order[:, 0]: a sound bound of it all the same
-            np.minimum.at(u, (np.broadcast_to(ar, idx.shape), idx), up[:, :R])
-            np.maximum.at(l, (np.broadcast_to(ar, idx.shape), idx), -up[:, R:])
+        rows = _unstable_rows(l, u)
+        if rows is None or optimization_work(live, j, C.shape[0], rows[0].shape[1], self.alpha_iterations) > WORK:
+            return
+        C, idx = rows
+        _tighten(l, u, idx, optimized_slopes_bound(live, j, C, lo, hi, mag, self.alpha_iterations))
 
     def pre_bounds(self, lo: np.ndarray, hi: np.ndarray, parents: list[PreBounds | None],
                    sens: list | None = None, fixed: np.ndarray | None = None) -> tuple[list, list, LiveLayers, list]:
