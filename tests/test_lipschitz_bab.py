@@ -113,6 +113,54 @@ def test_bab_value_does_not_depend_on_the_lp_and_milp_finishers(extra):
     assert values[0] == pytest.approx(values[1], rel=2e-6)
 
 
+def test_strong_input_splits_keep_the_exact_value_and_pick_the_best_input(monkeypatch):
+    """Strong input splits (every input tried where the heuristic's split stalled) only change the
+    tree: on or off, the BaB closes on the exact constant. The split they pick covers the node and
+    its worse half is no worse than the halves along any other input, bounded independently."""
+    from certify.lipschitz import bab as bab_module
+    from certify.lipschitz.options import NormQuestion
+    from certify.lipschitz.witness import WitnessSearch
+
+    _, net, lo, hi = _case("c")
+    true = _exact("c", "linf", "l1")
+    box = Box.from_bounds(lo, hi)
+    seen = []
+    for on in (True, False):
+        monkeypatch.setattr(bab_module, "STRONG_INPUTS", on)
+        question = NormQuestion.of(net, "linf", "l1")
+        budget = Budget(60.0)
+        search = WitnessSearch(net, box, question, budget)
+        search.sample()
+        problem = bab_module.LipschitzBab(net, box, question, search, node_lp=False, budget=budget)
+        assert problem.strong == on
+        if on:  # record the strong splits made during the run
+            many = problem.branch_many
+            problem.branch_many = lambda items, level: seen.append((items, many(items, level))) or seen[-1][1]
+        res = bab_module.branch_and_bound(problem, gap=1e-6, deadline=budget.deadline, lower=search.lower,
+                                          batch=bab_module.BATCH)
+        assert res.stop in ("closed", "gap")
+        assert max(res.lower, search.lower) <= true * (1 + 1e-9) <= res.upper * (1 + 1e-9)
+        assert res.upper <= true * (1 + 2e-6)
+    monkeypatch.setattr(bab_module, "STRONG_INPUTS", True)
+    checked = 0
+    for items, groups in seen:
+        for (node, nb), children in zip(items, groups):
+            if not children or not isinstance(children[0][1], bab_module.NodeBound):
+                continue  # not a strong split
+            (left, bl), (right, br) = children
+            k = int(np.flatnonzero(left.hi != node.hi)[0])
+            assert np.array_equal(left.lo, node.lo) and np.array_equal(right.hi, node.hi)
+            assert left.hi[k] == right.lo[k] and np.array_equal(np.delete(left.hi, k), np.delete(node.hi, k))
+            for other in problem._wide_inputs(node):
+                halves = problem.bound_many(list(problem._halves(node, nb, other)))
+                # (the witness probes are random: bounds of the same box agree to the linear bounds' work cap)
+                assert max(bl.upper, br.upper) <= max(h.upper for h in halves) * (1 + 1e-9) + 1e-12
+            checked += 1
+            if checked >= 5:
+                return
+    assert checked, "no strong split was made"
+
+
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 100_000), n=st.integers(1, 5), depth=st.integers(1, 3), width=st.integers(2, 8),
        m=st.integers(1, 4), p=st.sampled_from(NORMS), q=st.sampled_from(NORMS), radius=st.floats(0.01, 2.0),

@@ -233,6 +233,52 @@ def test_batched_engine_keeps_a_sound_upper_bound(batch, max_nodes):
         assert res.complete and res.upper - res.lower <= 1e-5
 
 
+class _StrongInterval(_Interval):
+    """`_Interval` whose `branch_many` tries cuts at 1/3 and 1/2 and returns the better pair bounded."""
+
+    def branch_many(self, items, prune_level):
+        out = []
+        for (a, b), _ in items:
+            pairs = [[(a, c), (c, b)] for c in (a + (b - a) / 3, (a + b) / 2)]
+            bounded = [[(n, self._bound(n)) for n in pair] for pair in pairs]
+            out.append(min(bounded, key=lambda pair: max(nb.upper for _, nb in pair)))
+        return out
+
+
+@pytest.mark.parametrize("batch", [2, 16])
+@pytest.mark.parametrize("max_nodes", [7, 50, None])
+def test_engine_records_children_bounded_while_branching(batch, max_nodes):
+    true = max(_Interval.f(x) for x in np.linspace(0, 3, 300_001))
+    res = branch_and_bound(_StrongInterval(), gap=1e-6, max_nodes=max_nodes, batch=batch)
+    assert res.lower <= true + 1e-9 and res.upper >= true - 1e-9
+    assert res.nodes > 1
+    if max_nodes is None:
+        assert res.complete and res.upper - res.lower <= 1e-5
+
+
+class _StrongInterval(_Interval):
+    """`_Interval` whose `branch_many` tries cuts at 1/3 and 1/2 and returns the better pair bounded."""
+
+    def branch_many(self, items, prune_level):
+        out = []
+        for (a, b), _ in items:
+            pairs = [[(a, c), (c, b)] for c in (a + (b - a) / 3, (a + b) / 2)]
+            bounded = [[(n, self._bound(n)) for n in pair] for pair in pairs]
+            out.append(min(bounded, key=lambda pair: max(nb.upper for _, nb in pair)))
+        return out
+
+
+@pytest.mark.parametrize("batch", [2, 16])
+@pytest.mark.parametrize("max_nodes", [7, 50, None])
+def test_engine_records_children_bounded_while_branching(batch, max_nodes):
+    true = max(_Interval.f(x) for x in np.linspace(0, 3, 300_001))
+    res = branch_and_bound(_StrongInterval(), gap=1e-6, max_nodes=max_nodes, batch=batch)
+    assert res.lower <= true + 1e-9 and res.upper >= true - 1e-9
+    assert res.nodes > 1
+    if max_nodes is None:
+        assert res.complete and res.upper - res.lower <= 1e-5
+
+
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 100_000), slopes=st.sampled_from([1, 3, "alpha"]))
 def test_fixed_phase_pre_bounds_contain_the_points_where_the_phases_hold(seed, slopes):

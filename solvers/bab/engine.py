@@ -52,6 +52,10 @@ class BabProblem(Protocol[N]):
     # optional, used with `branch_and_bound(..., batch > 1)`: the bounds of several nodes at once
     # (same contract as `bound`, one `NodeBound` per node, in order)
     # def bound_many(self, nodes: list[N]) -> list[NodeBound]: ...
+    # optional with `bound_many`: `branch` of several (node, bound) pairs at once, one list of
+    # children per pair; a child may come with its full `NodeBound` (bounded while choosing the
+    # split, e.g. strong branching), recorded as if `bound_many` had returned it
+    # def branch_many(self, items: list[tuple[N, NodeBound]], prune_level: float) -> list[list[tuple[N, Any]]]: ...
 
 
 @dataclass
@@ -139,6 +143,7 @@ def branch_and_bound(
         push(node, nb, nb.upper, depth)
 
     many = getattr(problem, "bound_many", None) if batch > 1 else None
+    branch_many = getattr(problem, "branch_many", None) if many is not None else None
 
     def current_upper() -> float:
         top = -heap[0][0] if heap else -math.inf
@@ -170,8 +175,13 @@ def branch_and_bound(
                 pending = max(pending, -neg)
                 taken.append((depth, node, nb))
             kids = []
-            for depth, node, nb in taken:
-                for child, cheap in problem.branch(node, nb, prune_level()):
+            groups = (branch_many([(node, nb) for _, node, nb in taken], prune_level()) if branch_many is not None
+                      else [problem.branch(node, nb, prune_level()) for _, node, nb in taken])
+            for (depth, _, _), children in zip(taken, groups, strict=True):
+                for child, cheap in children:
+                    if isinstance(cheap, NodeBound):  # bounded while branching (e.g. strong branching)
+                        record(child, cheap, depth + 1)
+                        continue
                     if cheap is not None and cheap <= prune_level():
                         closed = max(closed, cheap)
                         continue
