@@ -14,8 +14,8 @@ one matrix and its norm is exact. Node centres (and the exact leaves) are replay
 
 The upper bound of `solvers.bab.branch_and_bound` is the largest bound over open and closed
 nodes: a proof at every moment that rests on no MILP solver. Low-dimensional inputs are split
-(the input of most influence on the unstable neurons; where that split did not lower the bound,
-every input is tried and the best kept), others branch on the unstable neuron whose slope
+(the input of most influence on the unstable neurons, weighted by pseudo-costs: what splitting it
+gave so far; where that split did not lower the bound, every input is tried and the best kept), others branch on the unstable neuron whose slope
 uncertainty weighs most on the bound.
 """
 
@@ -60,6 +60,7 @@ SEARCH_SHARE = 0.1       # of the tree's time for further dense searches of lowe
 SEARCH_SLOT = 0.3        # ... in slots of at most this many seconds
 COMPLETE_UNSTABLE = 4    # nodes with at most this many unstable neurons are bounded through the
                          # 2^k phase completions (`_completions`)
+PSEUDO_RELIABLE = 2      # input splits seen per input before its pseudo-cost counts (`_input`)
 STRONG_INPUTS = True     # an input split that did not lower the bound is followed by a strong one
                          # (every input tried, `branch_many`) before phases are split
 HOLLOW_SPLITS = 4        # input splits of a fully fixed node without an interior point before the
@@ -75,6 +76,7 @@ class _Node:
     parent_bound: float = math.inf
     hollow: int = 0        # splits since the fixed pattern (every phase known) showed no interior point
     strong: bool = False   # made by a strong input split (`branch_many`)
+    dim: int = -1          # the input whose split made it (-1: a phase split or the root)
 
 
 @dataclass
@@ -106,6 +108,8 @@ class LipschitzBab:
             self.batched = BatchedSymbolicBounds(net, pre_slopes=PRE_SLOPES, per_box_rows=True,
                                                  alpha_iterations=ALPHA_STEPS if self.split_inputs else 0)
         self.strong = STRONG_INPUTS and self.batched is not None and self.split_inputs
+        # pseudo-costs: relative bound decrease of the halves, summed per split input, and counts
+        self.input_gain, self.input_splits = np.zeros(len(box.lo)), np.zeros(len(box.lo))
         self.rng = np.random.default_rng(0)
         self.started, self.search_seconds, self.search_calls = time.perf_counter(), 0.0, 0
 
@@ -147,7 +151,13 @@ class LipschitzBab:
         if boxes:
             for i, b in zip(boxes, self._bound_boxes([nodes[i] for i in boxes])):
                 out[i] = b
-        return [b if b is not None else self.bound(n) for n, b in zip(nodes, out)]
+        out = [b if b is not None else self.bound(n) for n, b in zip(nodes, out)]
+        for n, b in zip(nodes, out):  # pseudo-costs of the inputs (`_input`)
+            if n.dim >= 0 and math.isfinite(n.parent_bound) and n.parent_bound > 0 and math.isfinite(b.upper):
+                # (a small floor: inputs that never helped keep their structural order)
+                self.input_gain[n.dim] += max(0.0, 1.0 - b.upper / n.parent_bound) + 1e-3
+                self.input_splits[n.dim] += 1
+        return out
 
     def _bound_boxes(self, nodes: list[_Node]) -> list[NodeBound]:
         """Node bounds of sub-boxes, vectorised: symbolic pre-activation bounds over the batch
@@ -321,8 +331,8 @@ class LipschitzBab:
         left_hi, right_lo = node.hi.copy(), node.lo.copy()
         left_hi[k], right_lo[k] = mid, mid
         hollow = node.hollow + 1 if _unstable(nb) == 0 else 0  # (only `_exact_leaf` splits such nodes)
-        return (_Node(node.lo, left_hi, node.fixed, nb.data, nb.upper, hollow, strong),
-                _Node(right_lo, node.hi, node.fixed, nb.data, nb.upper, hollow, strong))
+        return (_Node(node.lo, left_hi, node.fixed, nb.data, nb.upper, hollow, strong, k),
+                _Node(right_lo, node.hi, node.fixed, nb.data, nb.upper, hollow, strong, k))
 
     def _search_more(self, lo: np.ndarray, hi: np.ndarray) -> None:
         """Anytime lower bounds: while the dense search (`dense_ascent`, a new seed each time) has
@@ -357,7 +367,9 @@ class LipschitzBab:
         """The input whose halving most shrinks the unstable neurons' ranges: width times the
         influence on each unstable neuron (|W| chains through the neurons not inactive on the node:
         the chain through every neuron mis-ranks the inputs on ACAS Xu, 1.5x looser bounds),
-        relative to that neuron's range."""
+        relative to that neuron's range; once every wide input has been split PSEUDO_RELIABLE
+        times, weighted by its pseudo-cost (the mean relative bound decrease its splits gave so
+        far, as MILP solvers rank branching variables: another 1.2-5x on ACAS Xu)."""
         width = node.hi - node.lo
         score = np.zeros(width.size)
         influence = np.abs(self.weights[0])
@@ -368,6 +380,10 @@ class LipschitzBab:
             if np.any(u):
                 span = (bounds.pre_hi[j] - bounds.pre_lo[j])[u]
                 score += (influence[u] * width[None, :] / span[:, None]).sum(axis=0)
+        wide = self._wide_inputs(node)
+        if wide and np.all(self.input_splits[wide] >= PSEUDO_RELIABLE) and np.any(score[wide] > 0):
+            mean = self.input_gain[wide] / self.input_splits[wide]
+            return wide[int(np.argmax(score[wide] * mean))]
         return int(np.argmax(score)) if np.any(score > 0) else int(np.argmax(width))
 
     def _neuron(self, bounds: NetworkBounds, phases) -> tuple[int, int]:
