@@ -73,7 +73,8 @@ def local_lipschitz(
       equivalence), `pass_bounds` (interval, lp), `threads`, `warm_start`, `verbose`, `method`
       (auto: the MILP when at most 60 ReLUs are unstable, else the Jacobian branch-and-bound;
       milp; bab; bounds: the Jacobian bound alone), `milp_finish` (bab: close nodes with at most
-      six unstable ReLUs by the exact MILP; off by default, it rarely pays on wide nodes).
+      six unstable ReLUs, or eight on nodes about to be branched, by the exact MILP; off by
+      default, the tree closes such nodes about as fast).
 
     Returns a `LipschitzCertificate` with lower <= L <= upper, both proven. Raises `BadInput`
     for invalid arguments or a solver that cannot be used. Ctrl-C stops the solve and returns
