@@ -15,8 +15,8 @@ one matrix and its norm is exact. Node centres (and the exact leaves) are replay
 The upper bound of `solvers.bab.branch_and_bound` is the largest bound over open and closed
 nodes: a proof at every moment that rests on no MILP solver. Low-dimensional inputs are split
 (the input of most influence on the unstable neurons, weighted by pseudo-costs: what splitting it
-gave so far; where that split did not lower the bound, every input is tried and the best kept), others branch on the unstable neuron whose slope
-uncertainty weighs most on the bound.
+gave so far; where that split did not lower the bound, every input is tried and the best kept),
+others branch on the unstable neuron whose slope uncertainty weighs most on the bound.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ class LipschitzBab:
         self.weights = [b.weight for b in self.blocks]
         self.split_inputs = int(np.sum(box.free)) <= INPUT_SPLIT_DIM
         self.node_lp = node_lp
-        self.batched = None  # vectorised bounds of input-split nodes (no fixed phases, no node LP/MILP)
+        self.batched = None  # vectorised bounds of the nodes below the root (not with node LPs)
         if not node_lp:
             from certify.verify.batch_bounds import BatchedSymbolicBounds
 
@@ -384,7 +384,6 @@ class LipschitzBab:
 
     def _splittable(self, node: _Node) -> bool:
         return self.split_inputs and bool(self._wide_inputs(node))
-
 
     def _input(self, node: _Node, bounds: NetworkBounds, phases) -> int:
         """The input whose halving most shrinks the unstable neurons' ranges: width times the
