@@ -126,6 +126,25 @@ def test_milp_stage_decides_like_the_oracle():
         assert d.lower <= exact * (1 + 1e-9) and d.upper >= exact * (1 - 1e-9)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_bab_stage_decides_like_the_oracle(seed):
+    """The Lipschitz branch-and-bound decision alone, near the constant and far from it."""
+    from certify.ptr.decide import bab_decide
+    from certify.ptr.search import outward_box
+    from solvers.runtime import Budget
+
+    weights = random_weights((3, 6, 6, 2), 20 + seed)
+    net = sequential(weights)
+    box = outward_box(np.random.default_rng(seed).uniform(-0.5, 0.5, 3), 0.4, None)
+    exact = exact_lipschitz(weights, box.lo, box.hi, "linf", "l1")
+    for proposal, want in ((0.5 * exact, REJECT), (0.97 * exact, REJECT), (1.03 * exact, ACCEPT),
+                           (2 * exact, ACCEPT)):
+        d = bab_decide(net, box, "linf", "l1", proposal, Budget(30))
+        assert d.decision == want, (proposal, exact, d)
+        assert d.lower <= exact * (1 + 1e-9) and d.upper >= exact * (1 - 1e-9)
+        assert (d.upper <= proposal) if want == ACCEPT else (d.lower > proposal)
+
+
 # ---------------------------------------------------------------------------------- phi properties
 def _index(net, x, grid, proposal) -> int:
     found = StabilitySearch(net, x, grid, step_time_limit=20).search(proposal)

@@ -488,12 +488,15 @@ def _unstable(nb: NodeBound) -> int:
 
 def lipschitz_bab(net: Network, box: Box, question: NormQuestion, search: WitnessSearch, budget: Budget,
                   progress=None, node_lp: bool = False, max_nodes: int | None = None,
-                  root_bounds: NetworkBounds | None = None, milp_finish: bool = False) -> BabOutcome:
+                  root_bounds: NetworkBounds | None = None, milp_finish: bool = False,
+                  target: float = -math.inf) -> BabOutcome:
     """Run the branch-and-bound until the interval closes (1e-6 relative), the budget ends or Ctrl-C.
-    `milp_finish`: close nodes with few unstable neurons by the exact (proven) MILP."""
+    `milp_finish`: close nodes with few unstable neurons by the exact (proven) MILP. `target`: nodes
+    whose bound is at most it close too (a decision "L <= target?": the upper bound then stops at
+    the largest closed bound <= target once every node is closed)."""
     problem = LipschitzBab(net, box, question, search, node_lp, root_bounds, milp_finish, budget)
-    res = branch_and_bound(problem, gap=1e-6, deadline=budget.deadline, lower=search.lower, max_nodes=max_nodes,
-                           progress=progress, batch=BATCH)
+    res = branch_and_bound(problem, target=target, gap=1e-6, deadline=budget.deadline, lower=search.lower,
+                           max_nodes=max_nodes, progress=progress, batch=BATCH)
     return BabOutcome(res.upper, max(res.lower, search.lower), res.nodes, res.stop, res.seconds)
 
 

@@ -119,3 +119,28 @@ def milp_decide(net: Network, box: Box, input_norm: str, output_norm: str, propo
 
 
 __all__ = ["ACCEPT", "Decision", "REJECT", "UNDECIDED", "milp_decide"]
+
+
+def bab_decide(net: Network, box: Box, input_norm: str, output_norm: str, proposal: float,
+               budget: Budget) -> Decision:
+    """Is the local constant over `box` at most `proposal`? by the Lipschitz branch-and-bound
+    (`certify.lipschitz.bab`) with D as its target: nodes whose sound Clarke-Jacobian bound is
+    <= D close, so the tree closes quickly when D is above the constant (accept: its upper bound);
+    a replayed witness above D rejects. No solver is involved."""
+    from ..lipschitz.bab import lipschitz_bab
+
+    question = NormQuestion.of(net, input_norm, output_norm)
+    search = WitnessSearch(net, box, question, budget)
+    search.sample()
+    if search.lower > proposal:
+        return Decision(REJECT, float(search.lower), float("inf"), Status.CERTIFIED, np.array(search.point.x))
+    out = lipschitz_bab(net, box, question, search, budget, target=proposal)
+    w = None if search.point is None else np.array(search.point.x)
+    notes = [f"Lipschitz branch-and-bound: {out.nodes} nodes ({out.stop})"]
+    if out.upper <= proposal:
+        return Decision(ACCEPT, float(out.lower), float(out.upper), Status.CERTIFIED, w, out.nodes, notes)
+    if out.lower > proposal:
+        return Decision(REJECT, float(out.lower), float(out.upper), Status.CERTIFIED, w, out.nodes, notes)
+    status = Status.INTERRUPTED if out.stop == "interrupted" else (
+        Status.TIME_LIMIT if out.stop == "time_limit" else Status.OPEN_GAP)
+    return Decision(UNDECIDED, float(out.lower), float(out.upper), status, w, out.nodes, notes)
