@@ -1,4 +1,5 @@
-"""Decide "L(f, box) <= D?" with the local-Lipschitz MILP, soundly and without solving it to optimality.
+"""Decide "L(f, box) <= D?" with the local-Lipschitz MILP, soundly and without solving it to optimality
+(and, for low-dimensional inputs, with the Lipschitz branch-and-bound: `bab_decide`).
 
 The bisection only needs the answer for one proposal D, which is far cheaper than the constant:
 
@@ -118,9 +119,6 @@ def milp_decide(net: Network, box: Box, input_norm: str, output_norm: str, propo
     return result(UNDECIDED, Status.TIME_LIMIT if budget.expired() else Status.OPEN_GAP)
 
 
-__all__ = ["ACCEPT", "Decision", "REJECT", "UNDECIDED", "milp_decide"]
-
-
 def bab_decide(net: Network, box: Box, input_norm: str, output_norm: str, proposal: float,
                budget: Budget) -> Decision:
     """Is the local constant over `box` at most `proposal`? by the Lipschitz branch-and-bound
@@ -144,3 +142,6 @@ def bab_decide(net: Network, box: Box, input_norm: str, output_norm: str, propos
     status = Status.INTERRUPTED if out.stop == "interrupted" else (
         Status.TIME_LIMIT if out.stop == "time_limit" else Status.OPEN_GAP)
     return Decision(UNDECIDED, float(out.lower), float(out.upper), status, w, out.nodes, notes)
+
+
+__all__ = ["ACCEPT", "Decision", "REJECT", "UNDECIDED", "bab_decide", "milp_decide"]
