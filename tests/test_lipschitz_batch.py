@@ -223,18 +223,9 @@ class _Interval:
         return [((a, mid), None), ((mid, b), None)]
 
 
-@pytest.mark.parametrize("batch", [1, 4, 16])
-@pytest.mark.parametrize("max_nodes", [7, 50, None])
-def test_batched_engine_keeps_a_sound_upper_bound(batch, max_nodes):
-    true = max(_Interval.f(x) for x in np.linspace(0, 3, 300_001))
-    res = branch_and_bound(_Interval(), gap=1e-6, max_nodes=max_nodes, batch=batch)
-    assert res.lower <= true + 1e-9 and res.upper >= true - 1e-9
-    if max_nodes is None:
-        assert res.complete and res.upper - res.lower <= 1e-5
-
-
 class _StrongInterval(_Interval):
-    """`_Interval` whose `branch_many` tries cuts at 1/3 and 1/2 and returns the better pair bounded."""
+    """`_Interval` whose `branch_many` tries cuts at 1/3 and 1/2 and returns the better pair bounded
+    (children bounded while branching, recorded by the engine as they come)."""
 
     def branch_many(self, items, prune_level):
         out = []
@@ -245,34 +236,12 @@ class _StrongInterval(_Interval):
         return out
 
 
-@pytest.mark.parametrize("batch", [2, 16])
+@pytest.mark.parametrize("problem,batch", [(_Interval, 1), (_Interval, 4), (_Interval, 16), (_StrongInterval, 2),
+                                           (_StrongInterval, 16)])
 @pytest.mark.parametrize("max_nodes", [7, 50, None])
-def test_engine_records_children_bounded_while_branching(batch, max_nodes):
+def test_batched_engine_keeps_a_sound_upper_bound(problem, batch, max_nodes):
     true = max(_Interval.f(x) for x in np.linspace(0, 3, 300_001))
-    res = branch_and_bound(_StrongInterval(), gap=1e-6, max_nodes=max_nodes, batch=batch)
-    assert res.lower <= true + 1e-9 and res.upper >= true - 1e-9
-    assert res.nodes > 1
-    if max_nodes is None:
-        assert res.complete and res.upper - res.lower <= 1e-5
-
-
-class _StrongInterval(_Interval):
-    """`_Interval` whose `branch_many` tries cuts at 1/3 and 1/2 and returns the better pair bounded."""
-
-    def branch_many(self, items, prune_level):
-        out = []
-        for (a, b), _ in items:
-            pairs = [[(a, c), (c, b)] for c in (a + (b - a) / 3, (a + b) / 2)]
-            bounded = [[(n, self._bound(n)) for n in pair] for pair in pairs]
-            out.append(min(bounded, key=lambda pair: max(nb.upper for _, nb in pair)))
-        return out
-
-
-@pytest.mark.parametrize("batch", [2, 16])
-@pytest.mark.parametrize("max_nodes", [7, 50, None])
-def test_engine_records_children_bounded_while_branching(batch, max_nodes):
-    true = max(_Interval.f(x) for x in np.linspace(0, 3, 300_001))
-    res = branch_and_bound(_StrongInterval(), gap=1e-6, max_nodes=max_nodes, batch=batch)
+    res = branch_and_bound(problem(), gap=1e-6, max_nodes=max_nodes, batch=batch)
     assert res.lower <= true + 1e-9 and res.upper >= true - 1e-9
     assert res.nodes > 1
     if max_nodes is None:
