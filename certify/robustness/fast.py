@@ -8,10 +8,13 @@ with the sound symbolic bounds of `solvers.bounds`:
    (`solvers.bounds.rows`); when they prove that no point of the box flips, no point at any
    distance < r does either (every l1/l2/linf ball of radius r lies in the box).
 2. *Margin over a Lipschitz bound.* The ReLU slopes allowed by the pre-activation bounds give
-   interval bounds G_r on the gradient of each margin m_r over the box (the adjoint pass of
-   `solvers.bounds.jacobian`, every slope in [0, 1] on unstable neurons: the Clarke Jacobian).
-   Along any segment from x0, m_r(x) >= m_r(x0) - ||G_r||_* ||x - x0||, so m_r > 0 at every
-   distance below m_r(x0) / ||G_r||_* (within the box); m_r(x0) is bounded below soundly too.
+   a bound G_r on the dual norm of the gradient of each margin m_r over the box, restricted to
+   the movable inputs (`solvers.bounds.jacobian.clarke_norm_bound` with the margin row as its
+   target: every slope in [0, 1] on unstable neurons, the Clarke Jacobian; interval arithmetic
+   through the switches tightened by linear bounds of the Jacobian passes, up to 15x larger
+   radii than the interval bound alone on ACAS Xu, 1.2-1.4x on a 64-64 digits net for l1/l2).
+   Along any segment from x0, m_r(x) >= m_r(x0) - G_r ||x - x0||, so m_r > 0 at every
+   distance below m_r(x0) / G_r (within the box); m_r(x0) is bounded below soundly too.
    This one respects the norm's geometry, so it is the better bound for l1 and l2.
 
 A radius r is certified when either argument covers the whole ball of radius r; the best r is
@@ -28,11 +31,10 @@ import numpy as np
 
 from models.box import Box
 from solvers.bounds import network_bounds, relu_blocks
-from solvers.bounds.jacobian import jacobian_maps, switched_pass_bounds
+from solvers.bounds.jacobian import clarke_norm_bound
 from solvers.bounds.rows import output_row_bounds
-from solvers.bounds.types import NetworkBounds
-from solvers.norms import dual, vector_norm
-from solvers.rounding import down, round_up
+from solvers.bounds.types import ACTIVE, INACTIVE, NetworkBounds
+from solvers.rounding import down
 
 from .question import FlipQuestion
 
@@ -80,17 +82,17 @@ class FastBounds:
 
     def lipschitz_radius(self, nb: NetworkBounds, norm: str) -> float:
         """Distance below which the margins keep the class, from gradient bounds over nb's box."""
-        maps, phases = jacobian_maps(self.weights, nb.phases(), "backward")
-        free = self.q.movable
+        phases = nb.phases()
+        s_lo = [np.where(ph == ACTIVE, 1.0, 0.0) for ph in phases]
+        s_hi = [np.where(ph == INACTIVE, 0.0, 1.0) for ph in phases]
+        # (the fixed inputs do not move: only the movable columns of the gradient count)
+        weights = [self.weights[0][:, self.q.movable]] + self.weights[1:]
         radii = []
         for row, m0 in zip(self.q.flip.C, self.margin0):
             if m0 <= 0:
                 radii.append(0.0)
                 continue
-            g = switched_pass_bounds(maps, phases, row, row)
-            G = np.maximum(np.abs(g.out_lo), np.abs(g.out_hi))[free]
-            L = vector_norm(G, dual(norm))
-            L = round_up(L, L, G.size + 4)
+            L = clarke_norm_bound(weights, s_lo, s_hi, norm, None, target=row)
             radii.append(math.inf if L == 0 else down(m0 / L))
         return float(min(radii) if self.q.flip.mode == "any" else max(radii))
 
