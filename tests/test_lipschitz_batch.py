@@ -248,6 +248,41 @@ def test_batched_engine_keeps_a_sound_upper_bound(problem, batch, max_nodes):
         assert res.complete and res.upper - res.lower <= 1e-5
 
 
+class _SideSearch(_Interval):
+    """`_Interval` whose node bounds vouch for no value: the values it evaluates are reported only
+    through `attained()` (a search beside the tree, as the Lipschitz witnesses are)."""
+
+    def __init__(self):
+        self.best = -math.inf
+
+    def _bound(self, node):
+        nb = _Interval._bound(self, node)
+        self.best = max(self.best, nb.lower)
+        return NodeBound(nb.upper, leaf=nb.leaf)
+
+    bound = _bound
+
+    def bound_many(self, nodes):
+        return [self._bound(n) for n in nodes]
+
+    def attained(self):
+        return self.best
+
+
+@pytest.mark.parametrize("batch", [1, 8])
+def test_engine_prunes_and_stops_on_values_attained_beside_the_tree(batch):
+    true = max(_Interval.f(x) for x in np.linspace(0, 3, 300_001))
+    full = branch_and_bound(_SideSearch(), gap=1e-6, batch=batch)
+    assert full.stop == "gap" and true - 1e-5 <= full.lower <= true + 1e-9 <= full.upper + 2e-9
+    # a decision "max <= target?": a value above the target ends the search early ...
+    below = branch_and_bound(_SideSearch(), target=true - 0.05, gap=1e-6, batch=batch, stop_above=True)
+    assert below.stop == "above" and below.lower > true - 0.05 and below.nodes < full.nodes
+    assert below.upper >= true - 1e-9
+    # ... and never fires when the maximum is below the target: every node closes under it
+    above = branch_and_bound(_SideSearch(), target=true + 0.05, gap=1e-6, batch=batch, stop_above=True)
+    assert above.stop in ("closed", "gap") and true - 1e-9 <= above.upper <= true + 0.05
+
+
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 100_000), slopes=st.sampled_from([1, 3, "alpha"]))
 def test_fixed_phase_pre_bounds_contain_the_points_where_the_phases_hold(seed, slopes):

@@ -143,6 +143,8 @@ def test_bab_stage_decides_like_the_oracle(seed):
         assert d.decision == want, (proposal, exact, d)
         assert d.lower <= exact * (1 + 1e-9) and d.upper >= exact * (1 - 1e-9)
         assert (d.upper <= proposal) if want == ACCEPT else (d.lower > proposal)
+        if want == REJECT and d.notes:  # the tree ran: it stopped at the first witness above D_p
+            assert d.notes[0].endswith("(above)"), d.notes
 
 
 # ---------------------------------------------------------------------------------- phi properties

@@ -317,6 +317,10 @@ class LipschitzBab:
                 out[idx] = children
         return out
 
+    def attained(self) -> float:
+        """The best replayed witness so far (probes, region walks and dense searches alike)."""
+        return self.search.lower
+
     # ------------------------------------------------------------------ helpers
     def _finish(self, node: _Node, nb: NodeBound) -> tuple[_Node, NodeBound] | None:
         """The MILP finisher on a node about to be branched with at most MILP_TOP_UNSTABLE unstable
@@ -493,10 +497,11 @@ def lipschitz_bab(net: Network, box: Box, question: NormQuestion, search: Witnes
     """Run the branch-and-bound until the interval closes (1e-6 relative), the budget ends or Ctrl-C.
     `milp_finish`: close nodes with few unstable neurons by the exact (proven) MILP. `target`: nodes
     whose bound is at most it close too (a decision "L <= target?": the upper bound then stops at
-    the largest closed bound <= target once every node is closed)."""
+    the largest closed bound <= target once every node is closed, and the search stops as soon as
+    a witness above the target is replayed)."""
     problem = LipschitzBab(net, box, question, search, node_lp, root_bounds, milp_finish, budget)
     res = branch_and_bound(problem, target=target, gap=1e-6, deadline=budget.deadline, lower=search.lower,
-                           max_nodes=max_nodes, progress=progress, batch=BATCH)
+                           max_nodes=max_nodes, progress=progress, batch=BATCH, stop_above=math.isfinite(target))
     return BabOutcome(res.upper, max(res.lower, search.lower), res.nodes, res.stop, res.seconds)
 
 

@@ -56,6 +56,9 @@ class BabProblem(Protocol[N]):
     # children per pair; a child may come with its full `NodeBound` (bounded while choosing the
     # split, e.g. strong branching), recorded as if `bound_many` had returned it
     # def branch_many(self, items: list[tuple[N, NodeBound]], prune_level: float) -> list[list[tuple[N, Any]]]: ...
+    # optional: the best value attained anywhere so far (the problem vouches for it), for witnesses
+    # found beside the node bounds (e.g. a search running between rounds); polled every round
+    # def attained(self) -> float: ...
 
 
 @dataclass
@@ -77,7 +80,8 @@ class BabResult(Generic[N]):
     nodes: int
     open_nodes: int
     seconds: float
-    stop: str  # "closed" (tree exhausted), "gap", "time_limit", "node_limit", "interrupted"
+    stop: str  # "closed" (tree exhausted), "gap", "above" (a value above the target), "time_limit",
+    #            "node_limit", "interrupted"
     max_depth: int = 0
     closed_bound: float = -math.inf  # largest bound among closed nodes (part of `upper`)
     open_bounds: list[float] = field(default_factory=list)
@@ -98,10 +102,12 @@ def branch_and_bound(
     progress_every: float = 0.5,
     lower: float = -math.inf,
     batch: int = 1,
+    stop_above: bool = False,
 ) -> BabResult:
     """Run the search. `target`: close nodes whose bound is <= target (prove upper <= target);
     `gap`: stop once upper - lower <= gap * |upper|; `deadline`: a `time.perf_counter()` value;
-    `lower`: a value already known to be attained (prunes like the target).
+    `lower`: a value already known to be attained (prunes like the target); `stop_above`: a
+    decision "max <= target?": stop (stop "above") once a value above the target is attained.
 
     `batch` > 1 with a problem that has `bound_many`: up to `batch` of the best open nodes are
     branched together and all their children bounded in one call (vectorised bounds amortise
@@ -142,6 +148,7 @@ def branch_and_bound(
             lower, incumbent = nb.lower, nb.witness
         push(node, nb, nb.upper, depth)
 
+    attained = getattr(problem, "attained", None)
     many = getattr(problem, "bound_many", None) if batch > 1 else None
     branch_many = getattr(problem, "branch_many", None) if many is not None else None
 
@@ -153,9 +160,14 @@ def branch_and_bound(
         evaluate(problem.root(), 0)
         pending = -math.inf
         while heap:
+            if attained is not None:
+                lower = max(lower, attained())
             up = current_upper()
             if gap is not None and up - lower <= gap * abs(up):
                 stop = "gap"
+                break
+            if stop_above and lower > target:
+                stop = "above"
                 break
             if deadline is not None and time.perf_counter() >= deadline:
                 stop = "time_limit"
