@@ -175,6 +175,13 @@ class StabilitySearch:
         box = self.box(k)
         return self.shared.lower(np.asarray(box.lo), np.asarray(box.hi))
 
+    def _record(self, k: int, d) -> tuple[float | None, np.ndarray | None]:
+        """Keep a decider's proven upper bound of box k and its witness; the best witness in box k."""
+        self.add_upper(k, d.upper)
+        if d.witness is not None and d.lower > 0:
+            self.add_witness(d.witness, d.lower)
+        return self._lower_in(k)
+
     # ------------------------------------------------------------------ one step
     def decide(self, k: int, proposal: float) -> Step:
         t0 = time.perf_counter()
@@ -220,10 +227,7 @@ class StabilitySearch:
                             notes=["proven on an aligned box containing this one, reusable by later queries"])
         if self._split is not None:
             d = self._split.decide(box, proposal, budget.stage(self.split_share))
-            self.add_upper(k, d.upper)
-            if d.witness is not None and d.lower > 0:
-                self.add_witness(d.witness, d.lower)
-            lower, w = self._lower_in(k)
+            lower, w = self._record(k, d)
             if d.decision != UNDECIDED or not self.use_milp:
                 status = Status.CERTIFIED if d.decision != UNDECIDED else Status.TIME_LIMIT
                 return step(d.decision, "split", lower, self.uppers.get(k), status, w,
@@ -234,17 +238,11 @@ class StabilitySearch:
                         ["the MILP stage is switched off"])
         if self.net.input_dim <= BAB_INPUTS:
             d = bab_decide(self.net, box, self.p, self.q, proposal, Budget(budget.remaining() * BAB_SHARE))
-            self.add_upper(k, d.upper)
-            if d.witness is not None and d.lower > 0:
-                self.add_witness(d.witness, d.lower)
-            lower, w = self._lower_in(k)
+            lower, w = self._record(k, d)
             if d.decision != UNDECIDED:
                 return step(d.decision, "bab", lower, self.uppers.get(k), d.status, w, d.notes)
         d = milp_decide(self.net, box, self.p, self.q, proposal, budget, backend=self.backend, threads=self.threads)
-        self.add_upper(k, d.upper)
-        if d.witness is not None and d.lower > 0:
-            self.add_witness(d.witness, d.lower)
-        lower, w = self._lower_in(k)
+        lower, w = self._record(k, d)
         return step(d.decision, "milp", lower, self.uppers.get(k), d.status, w, d.notes)
 
     def aligned_box(self, k: int) -> Box | None:
