@@ -88,3 +88,23 @@ def pac_sigma_formula(eps, delta):
     eps, delta = mp.mpf(eps), mp.mpf(delta)
     ln = mp.log(2 / delta)
     return mp.sqrt(2) / 2 * (mp.sqrt(ln) + mp.sqrt(ln + eps)) / eps
+
+
+def laplace_density(z, scale):
+    """Density of Lap(scale) at z (Def. 4): exp(-|z| / scale) / (2 scale)."""
+    z, s = mp.mpf(z), mp.mpf(scale)
+    return mp.exp(-abs(z) / s) / (2 * s)
+
+
+def gaussian_density(z, sigma):
+    """Density of N(0, sigma^2) at z."""
+    z, s = mp.mpf(z), mp.mpf(sigma)
+    return mp.exp(-(z / s) ** 2 / 2) / (s * mp.sqrt(2 * mp.pi))
+
+
+def kept_probability_1d(density, breaks, bad, a, b, x, eps):
+    """P(a <= M(x) <= b and M(x) not in the union of intervals `bad`) for a piecewise-constant density on [0, 1]."""
+    total = interval_mass(density, breaks, a, b, x, eps)
+    for lo, hi in bad:
+        total -= interval_mass(density, breaks, max(lo, a), min(hi, b), x, eps)
+    return total

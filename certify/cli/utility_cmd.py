@@ -45,8 +45,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--clip", action=argparse.BooleanOptionalAction, default=True,
                    help="laplace/gaussian: clip outputs to the domain (post-processing; default on)")
     p.add_argument("--k", type=int, default=None, metavar="K", help="grid points of exponential/krr (default 101)")
-    p.add_argument("--omega", type=float, default=None, help="probabilistic box: confidence parameter omega")
-    p.add_argument("--tau", type=float, default=None, help="probabilistic box: tolerance tau")
+    p.add_argument("--omega", type=float, default=None,
+                   help="box found by sampling: with confidence 1 - omega at most a fraction tau of it changes the "
+                        "class; rho is then a lower bound holding with that confidence (omega is reported, not "
+                        "multiplied in)")
+    p.add_argument("--tau", type=float, default=None,
+                   help="box found by sampling: the uniform fraction of it that may change the class; rho becomes "
+                        "max(0, mass - tau * volume * prod max density) + P(M(x) = x)")
     add_json_flag(p)
     p.set_defaults(handler=_utility)
 
@@ -178,11 +183,16 @@ def _utility(args: argparse.Namespace) -> int:
                            f"{s.eps_max:g} (rho there is {s.rho_at_max:.6g})")
         result = {**s.to_dict(), "delta": mech.delta if name == "gaussian" else args.delta, "domain": list(domain),
                   "box": {"lo": lo.tolist(), "hi": hi.tolist()}, "point": point.tolist(), **_box_fields(box_cert)}
+        if args.omega is not None or args.tau is not None:  # rho is the sampled-box bound (see the notes)
+            result.update({"omega": args.omega or 0.0, "tau": args.tau or 0.0,
+                           "confidence": 1 - (args.omega or 0.0)})
 
         def human(r: dict) -> None:
             console().print(f"epsilon = {fmt(r['epsilon'], 10)} per feature gives rho = {fmt(r['rho'], 8)} >= "
                             f"{fmt(r['target_rho'])} ({r['mechanism']}; record epsilon {fmt(r['record_epsilon'])}, "
                             f"delta {fmt(r['record_delta'])})", markup=False)
+            for note in r.get("notes", []):
+                console().print(note, markup=False)
 
         return emit(args, result, human)
     u = utility(mech, box, indicator=indicator, **common)
@@ -197,6 +207,13 @@ def _utility(args: argparse.Namespace) -> int:
         c.print(f"rho = {fmt(r['rho'], 8)}  ({r['mechanism']}, epsilon {fmt(r['epsilon'])} per feature; record "
                 f"({fmt(r['record_epsilon'])}, {fmt(r['record_delta'])}))", markup=False)
         c.print(f"per-feature masses {', '.join(fmt(m, 6) for m in r['masses'])}; {r['basis']}", markup=False)
+        sb = r.get("sampled_box")
+        if sb is not None:
+            c.print(f"rho is a lower bound of P(class kept) holding with confidence {fmt(sb['confidence'])} "
+                    f"(omega {fmt(sb['omega'])}) over the box's sampling: max(0, {fmt(sb['continuous_mass'], 6)} - "
+                    f"tau {fmt(sb['tau'])} x volume {fmt(sb['volume'], 6)} x prod max density "
+                    f"{fmt(float(np.prod(sb['max_density'])), 6)} = {fmt(sb['subtracted'], 6)}) + P(M(x) = x) "
+                    f"{fmt(sb['atom_at_point'], 6)}", markup=False)
         if "robustness_box" in r:
             b = r["robustness_box"]
             moving = ", ".join(f"x{i} in [{fmt(a, 6)}, {fmt(z, 6)}]" for i, (a, z) in enumerate(zip(b["lo"], b["hi"]))

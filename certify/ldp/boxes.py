@@ -10,7 +10,16 @@
   (`ProbabilisticBox`, status "probabilistic", `certified` False): the largest uniform half-width
   (by bisection) at which n = ceil(ln(2/omega) / (2 (tau/2)^2)) uniform samples show no class
   change, re-tested on fresh samples (Zheng & Hu Sec. 4.2: with confidence 1 - omega, at most a
-  fraction tau of the box changes the class). rho then carries the (1 - omega)(1 - tau) factor.
+  fraction tau of the box changes the class).
+
+What the sampling shows, exactly: the samples are uniform on the box (the features not moved are
+fixed at x, a_i = b_i = x_i), so the statement is about the uniform measure on the moved features.
+A box whose bad fraction exceeds tau passes one fresh test of n samples with probability
+< (1 - tau)^n <= (omega / 2)^(2 / tau); the reported box is the first of the candidates r, r/2,
+r/4, ... to pass, so the chance that it is bad is at most (tests run) x (1 - tau)^n, kept <= omega
+by stopping at the point box {x} (which has no bad point) once that many tests have failed.
+`utility` turns the box into a lower bound of P(class kept) holding with confidence 1 - omega
+(not Zheng & Hu's rho (1 - omega)(1 - tau), which is not a bound: docs/ldp.md).
 """
 
 from __future__ import annotations
@@ -131,14 +140,24 @@ def probabilistic_box(model: Any, point: Any, *, features: Any = None, domain: A
         for _ in range(steps):
             mid = 0.5 * (a + b)
             a, b = (mid, b) if clean(mid) else (a, mid)
-    while a > 0 and not clean(a):  # fresh samples for the reported box (the search reused its tests)
+    # fresh samples for the reported box (the search reused its tests); union bound over the re-tests
+    miss = math.exp(n * math.log1p(-tau))  # a box with bad fraction > tau passes one test with prob. < miss
+    tests = 0
+    while a > 0:
+        if (tests + 1) * miss > omega:
+            a = 0.0  # the point box {x}: nothing in it changes the class
+            break
+        tests += 1
+        if clean(a):
+            break
         a *= 0.5
     blo, bhi = box(a)
     return ProbabilisticBox(
         lower=None, upper=None, status=Status.PROBABILISTIC, certified=False, box=Box.from_bounds(blo, bhi),
         input_norm="linf", seconds=time.perf_counter() - t0,
         notes=[f"probabilistic robustness (not a proof): {n} uniform samples per test show no class change; with "
-               f"confidence {1 - omega:g} at most a fraction {tau:g} of the box changes the class"],
+               f"confidence {1 - omega:g} at most a fraction {tau:g} of the box (uniform measure on the moved "
+               f"features) changes the class"],
         omega=float(omega), tau=float(tau), samples=n, model=type(model).__name__, predicted_class=c, point=x0,
         features=[int(i) for i in feats])
 

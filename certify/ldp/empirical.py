@@ -4,7 +4,9 @@ The theory (`utility.rho`) needs no sampling; this is the practice it is compare
 Hu's figures): n perturbed copies of the record (each perturbed feature through its mechanism,
 the others untouched), the fraction classified as the unperturbed record, and a Clopper-Pearson
 interval. When the box behind rho is certified, rho <= rho_hat up to sampling error: `consistent`
-says whether rho <= the interval's upper end.
+says whether rho <= the interval's upper end. For a box found by sampling, rho is the lower bound
+that holds with confidence 1 - omega over that sampling (`certify.ldp.utility`; omega and tau are
+reported, and `rho_box` = P(perturbed record in the box), which is not a bound there).
 
 The classifier is any callable on a batch (n, d) of float64 records returning labels (n,) (e.g.
 a scikit-learn `predict`) or scores (n, k) (argmax taken: a torch module or a `models.Network`
@@ -52,6 +54,10 @@ class EmpiricalUtility:
     seconds: float
     rho: float | None = None
     theory_seconds: float | None = None
+    rho_box: float | None = None
+    omega: float | None = None
+    tau: float | None = None
+    statement: str = ""
 
     @property
     def consistent(self) -> bool | None:
@@ -61,7 +67,8 @@ class EmpiricalUtility:
     def to_dict(self) -> dict:
         return {"epsilon": self.epsilon, "rho_hat": self.rho_hat, "kept": self.kept, "n": self.n,
                 "ci": list(self.ci), "confidence": self.confidence, "sampler": self.sampler, "seconds": self.seconds,
-                "rho": self.rho, "theory_seconds": self.theory_seconds, "consistent": self.consistent}
+                "rho": self.rho, "theory_seconds": self.theory_seconds, "consistent": self.consistent,
+                "rho_box": self.rho_box, "omega": self.omega, "tau": self.tau, "statement": self.statement}
 
 
 def _perturb(mechs: Sequence[LDPMechanism], features: np.ndarray, x: np.ndarray, n: int, rng: Any,
@@ -101,12 +108,16 @@ def empirical_rho(mechanism: Any, classifier: Any, box: Any, *, point: Any = Non
     kept = int(np.sum(np.asarray(predict(recs)).reshape(-1) == label))
     seconds = time.perf_counter() - t0
     t1 = time.perf_counter()
-    rho = float(prob.rho(None if epsilon is None else epsilon))
+    e = None if epsilon is None else epsilon
+    rho = float(prob.rho(e))
     theory_seconds = time.perf_counter() - t1
+    rho_box = float(np.prod(prob.masses(e), axis=-1))
     err = (1 - confidence) / 2
     ci = clopper_pearson(kept, n, err)
+    sampled = prob.probabilistic
     return EmpiricalUtility(mechs[0].epsilon, kept / n, kept, n, ci, confidence, label_sampler, seconds, rho,
-                            theory_seconds)
+                            theory_seconds, rho_box, prob.omega if sampled else None, prob.tau if sampled else None,
+                            prob.statement())
 
 
 def theory_vs_practice(mechanism: Any, classifier: Any, box: Any, epsilons: Sequence[float], **kwargs: Any

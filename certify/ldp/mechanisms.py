@@ -31,6 +31,11 @@ floating-point leak). `rng=random.Random(seed)`: the same exact sampler, reprodu
 cryptographic. `rng=<int seed>` / numpy Generator / "numpy": fast float sampling with numpy,
 reproducible, not hardened (for experiments and Monte-Carlo checks).
 
+Densities (for boxes found by sampling, `certify.ldp.utility`): `max_density(a, b, x)` is the sup
+over [a, b] of the density of M(x) per unit of the feature, rounded up, and inf when M(x) has an
+atom in [a, b] (a clipped mechanism's domain edge, a grid point, an indicator's raw value);
+`continuous_mass` and `continuous_max_density` describe the atomless part alone.
+
 `check_ldp()` checks the privacy claim numerically: the largest log ratio of densities (or
 probabilities, atoms included) over a grid of input pairs and outputs must not exceed eps; for the
 Gaussian, the exact delta of the calibrated sigma (analytic) or the exact tail of its privacy loss
@@ -58,6 +63,8 @@ from . import exact
 #: the largest epsilon the mechanisms accept (e^eps overflows float64 near 709; no privacy is left)
 EPS_MAX = 700.0
 DEFAULT_GRID = 101
+#: relative margin for rounding densities up: far above the few-ulp error of exp, a square and a division
+DENSITY_UP = 1.0 + 1e-9
 MECHANISM_NAMES = ("laplace", "gaussian", "pm", "sw", "exponential", "krr")
 
 
@@ -213,6 +220,19 @@ class LDPMechanism:
     # ------------------------------------------------------------------ masses
     def mass(self, a: Any, b: Any, x: Any, epsilon: Any = None) -> np.ndarray:
         """P(a <= M(x) <= b), vectorised over a, b, x and epsilon (default: the mechanism's)."""
+        eps, x, a, b = self._validated(a, b, x, epsilon)
+        return np.clip(self._mass(eps, x, a, b), 0.0, 1.0)
+
+    def cdf(self, t: Any, x: Any, epsilon: Any = None) -> np.ndarray:
+        """P(M(x) <= t)."""
+        return self.mass(-np.inf, t, x, epsilon)
+
+    def _mass(self, eps, x, a, b):  # original coordinates, validated
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ densities (boxes found by sampling)
+    def _validated(self, a: Any, b: Any, x: Any, epsilon: Any):
+        """(epsilon, x, a, b) as float arrays, checked (the interval, and x inside the domain)."""
         a = np.asarray(a, dtype=np.float64)
         b = np.asarray(b, dtype=np.float64)
         if np.any(np.isnan(a)) or np.any(np.isnan(b)):
@@ -221,14 +241,52 @@ class LDPMechanism:
             raise BadInput("interval has lo > hi")
         x = self._check_x(x)
         eps = self.epsilon if epsilon is None else _eps_array(epsilon)
-        return np.clip(self._mass(np.asarray(eps, dtype=np.float64), x, a, b), 0.0, 1.0)
+        return np.asarray(eps, dtype=np.float64), x, a, b
 
-    def cdf(self, t: Any, x: Any, epsilon: Any = None) -> np.ndarray:
-        """P(M(x) <= t)."""
-        return self.mass(-np.inf, t, x, epsilon)
+    def continuous_mass(self, a: Any, b: Any, x: Any, epsilon: Any = None) -> np.ndarray:
+        """The mass the atomless part of M(x)'s law gives [a, b] (atoms, e.g. of clipping or a grid, left out)."""
+        eps, x, a, b = self._validated(a, b, x, epsilon)
+        return np.clip(self._cmass(eps, x, a, b), 0.0, 1.0)
 
-    def _mass(self, eps, x, a, b):  # original coordinates, validated
+    def continuous_max_density(self, a: Any, b: Any, x: Any, epsilon: Any = None) -> np.ndarray:
+        """sup over t in [a, b] of the density (per unit of the feature) of the atomless part of M(x), rounded up."""
+        eps, x, a, b = self._validated(a, b, x, epsilon)
+        return self._cdens(eps, x, a, b)
+
+    def max_density(self, a: Any, b: Any, x: Any, epsilon: Any = None) -> np.ndarray:
+        """sup over t in [a, b] of the density of M(x) (per unit of the feature), rounded up.
+
+        inf when M(x) has an atom in [a, b] (a clipped mechanism's domain edge, a grid point, the raw
+        value of a privacy indicator): its law is then not bounded by any multiple of the length.
+        """
+        eps, x, a, b = self._validated(a, b, x, epsilon)
+        return np.where(self._has_atom(x, a, b), np.inf, self._cdens(eps, x, a, b))
+
+    def _has_atom(self, x, a, b):
+        """Whether M(x) has an atom in [a, b] (structural; every atom has positive mass)."""
+        return np.zeros(np.broadcast(x, a, b).shape, dtype=bool)
+
+    def _cmass(self, eps, x, a, b):
+        """Mass of the atomless part on [a, b] (default: the mechanism has no atoms)."""
+        return self._mass(eps, x, a, b)
+
+    def _cdens(self, eps, x, a, b):
+        """sup on [a, b] of the atomless part's density, original coordinates, rounded up (vectorised)."""
         raise NotImplementedError
+
+    def _cmass_upper(self, e1, e2, x, a, b):
+        """An upper bound of `_cmass` over every epsilon in [e1, e2] (boxes containing x)."""
+        return self._mass_upper(e1, e2, x, a, b)
+
+    def _cdens_lower(self, e1, e2, x, a, b):
+        """A lower bound of `_cdens` over every epsilon in [e1, e2], for boxes containing x.
+
+        For every family here the sup of the density over a box containing x is its value at (or,
+        PM/SW, the level of the window around) x, a monotone function of epsilon: the smaller of the
+        two ends bounds it. Used to prune the epsilon search, where it must tend to the value at a
+        point as the interval shrinks, so it keeps `_cdens`'s (tiny) rounding up."""
+        return np.minimum(self._cdens(np.asarray(e1, dtype=np.float64), x, a, b),
+                          self._cdens(np.asarray(e2, dtype=np.float64), x, a, b))
 
     def _mass_upper(self, e1, e2, x, a, b):
         """An upper bound of the mass over every epsilon in [e1, e2] that tends to mass(e1) as e2 -> e1."""
@@ -308,6 +366,43 @@ class _NoiseAdding(LDPMechanism):
         out = _sym_mass(a01 - x01, b01 - x01, tail)
         return np.where(empty, 0.0, out) if self.clip else out
 
+    def _pdf01(self, eps, d):
+        """Density of the noise (on [0, 1] coordinates) at distance d >= 0 from 0."""
+        raise NotImplementedError
+
+    def _has_atom(self, x, a, b):
+        if not self.clip:
+            return super()._has_atom(x, a, b)
+        edge = ((a <= self.lo) & (self.lo <= b)) | ((a <= self.hi) & (self.hi <= b))
+        return np.broadcast_to(edge, np.broadcast(x, a, b).shape)
+
+    def _cmass(self, eps, x, a, b):
+        if not self.clip:
+            return self._mass(eps, x, a, b)
+        # the atomless part of the clipped output is the unclipped law on the open domain (lo, hi)
+        x01 = self._norm(x)
+        aa, bb = np.maximum(self._norm(a), 0.0), np.minimum(self._norm(b), 1.0)
+        out = _sym_mass(aa - x01, bb - x01, self._tail(eps))
+        return np.where(aa > bb, 0.0, out)
+
+    def _cdens(self, eps, x, a, b):
+        x01, a01, b01 = self._norm(x), self._norm(a), self._norm(b)
+        empty = np.zeros(np.broadcast(a01, b01).shape, dtype=bool)
+        if self.clip:
+            a01, b01 = np.maximum(a01, 0.0), np.minimum(b01, 1.0)
+            empty = a01 > b01
+        # the noise is symmetric and unimodal: the sup is at the point of [a, b] nearest to x; the
+        # distance is rounded down (the density decreases in it) by a bound on the error of the
+        # normalisation (a - lo) / width and the subtraction
+        slack = 8 * np.finfo(np.float64).eps * (np.abs(a) + np.abs(b) + np.abs(x) + 2 * abs(self.lo)) / self.width
+        d = np.maximum(np.maximum(a01 - x01, x01 - b01) - slack, 0.0)
+        dens = self._pdf01(np.asarray(eps, dtype=np.float64), d) / self.width * DENSITY_UP
+        return np.where(empty, 0.0, dens)
+
+    def _cmass_upper(self, e1, e2, x, a, b):
+        # boxes containing x: the mass of any interval around x grows as the noise shrinks with epsilon
+        return self._cmass(np.asarray(e2, dtype=np.float64), x, a, b)
+
     def _sample_numpy(self, x, n, rng):
         y = x + self.width * self._noise01(rng, n)
         return np.clip(y, self.lo, self.hi) if self.clip else y
@@ -351,6 +446,9 @@ class Laplace(_NoiseAdding):
 
     def _tail(self, eps):
         return lambda z: 0.5 * np.exp(-z * eps)
+
+    def _pdf01(self, eps, d):
+        return 0.5 * eps * np.exp(-eps * d)
 
     def _logpdf01(self, z):
         return -np.abs(z) * self.epsilon + math.log(self.epsilon / 2)
@@ -427,6 +525,10 @@ class Gaussian(_NoiseAdding):
         sigma = self._sigmas(eps)
         return lambda z: ndtr(-z / sigma)
 
+    def _pdf01(self, eps, d):
+        sigma = self._sigmas(eps)
+        return np.exp(-0.5 * (d / sigma) ** 2) / (math.sqrt(2 * math.pi) * sigma)
+
     def _logpdf01(self, z):
         s = self.sigma01
         return -0.5 * (z / s) ** 2 - math.log(math.sqrt(2 * math.pi) * s)
@@ -492,6 +594,17 @@ class _Piecewise(LDPMechanism):
 
     def _density_in(self, eps):
         raise NotImplementedError
+
+    def _cdens(self, eps, x, a, b):
+        # e^eps times the outside level where [a, b] meets the window (within 1e-12, counted as meeting),
+        # the outside level where it lies beside it, 0 where it misses [0, 1]
+        x01, a01, b01 = self._norm(x), self._norm(a), self._norm(b)
+        l, w = self._window(eps, x01)
+        slack = 1e-12
+        meets = (a01 <= l + w + slack) & (b01 >= l - slack)
+        empty = (b01 < 0) | (a01 > 1)
+        level = np.where(meets, self._density_in(eps), self._levels(eps)[1])
+        return np.where(empty, 0.0, level / self.width * DENSITY_UP)
 
     def _sample_numpy(self, x, n, rng):
         l, w = self._window(self.epsilon, self._norm(x))
@@ -629,6 +742,26 @@ class _GridMechanism(LDPMechanism):
         j1 = np.searchsorted(self.grid, a, side="left")
         j2 = np.searchsorted(self.grid, b, side="right") - 1
         return j1, j2
+
+    # every output is an atom (a grid float): no atomless part
+    def _has_atom(self, x, a, b):
+        j1, j2 = self._range(a, b)
+        return np.broadcast_to(j1 <= j2, np.broadcast(x, a, b).shape)
+
+    def _zeros(self, eps, x, a, b):
+        return np.zeros(np.broadcast(eps, x, a, b).shape)
+
+    def _cmass(self, eps, x, a, b):
+        return self._zeros(eps, x, a, b)
+
+    def _cdens(self, eps, x, a, b):
+        return self._zeros(eps, x, a, b)
+
+    def _cmass_upper(self, e1, e2, x, a, b):
+        return self._zeros(e1, x, a, b)
+
+    def _cdens_lower(self, e1, e2, x, a, b):
+        return self._zeros(e1, x, a, b)
 
     def pmf(self, x: Any, epsilon: Any = None) -> np.ndarray:
         """P(M(x) = grid[j]) for every j (last axis)."""
@@ -791,6 +924,22 @@ class PrivacyIndicator(LDPMechanism):
     def _mass_upper(self, e1, e2, x, a, b):
         stay = ((a <= x) & (x <= b)).astype(np.float64)
         return self._delta * stay + (1 - self._delta) * self.inner._mass_upper(e1, e2, x, a, b)
+
+    # the raw value is an atom at x; the atomless part is (1 - delta) times the inner mechanism's
+    def _has_atom(self, x, a, b):
+        return ((a <= x) & (x <= b)) | self.inner._has_atom(x, a, b)
+
+    def _cmass(self, eps, x, a, b):
+        return (1 - self._delta) * self.inner._cmass(eps, x, a, b)
+
+    def _cdens(self, eps, x, a, b):
+        return (1 - self._delta) * self.inner._cdens(eps, x, a, b)
+
+    def _cmass_upper(self, e1, e2, x, a, b):
+        return (1 - self._delta) * self.inner._cmass_upper(e1, e2, x, a, b)
+
+    def _cdens_lower(self, e1, e2, x, a, b):
+        return (1 - self._delta) * self.inner._cdens_lower(e1, e2, x, a, b)
 
     def _sample_numpy(self, x, n, rng):
         keep = rng.random(n) < self._delta

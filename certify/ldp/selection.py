@@ -8,7 +8,10 @@
   mechanism the weights are monotone, Laplace/Gaussian are monotone for boxes containing x, k-RR
   is monotone either way) stays below the target; otherwise it is split. The first interval of
   width <= tol whose right end meets the target gives the answer: no smaller eps (beyond tol)
-  meets it. For the monotone families this is plain bisection.
+  meets it. For the monotone families this is plain bisection. For a box found by sampling, rho is
+  the sampled-box lower bound (`certify.ldp.utility`), bounded above over an interval by the upper
+  bounds of the atomless masses and of P(M(x) = x) and the lower bound of the densities (each
+  family's sup density over a box containing x is monotone in eps).
 - `compare_mechanisms` / `best_mechanism`: rho of every mechanism for one box and eps (pure
   mechanisms; with a delta the Gaussian and the indicator-wrapped pure mechanisms, all at the same
   per-feature (eps, delta)), optionally with the smallest eps reaching a target.
@@ -89,6 +92,10 @@ def smallest_epsilon(mechanism: Any, box: Any, target: float, *, point: Any = No
     label = prob.mechs[0].label
     rho_max = f(eps_max)
     notes: list[str] = []
+    if prob.probabilistic:
+        notes.append(f"box found by sampling: rho is the lower bound holding with confidence {1 - prob.omega:g} "
+                     f"(omega = {prob.omega:g}, tau = {prob.tau:g}); it falls again for large epsilon, where the "
+                     "mechanism's density near x outgrows what the sampling can vouch for")
 
     def done(eps: float | None, value: float | None) -> EpsilonSearch:
         out = EpsilonSearch(eps, target, value, label, tol, eps_max, rho_max, count[0], notes=notes)
@@ -149,13 +156,15 @@ class Comparison:
     epsilon: float
     rows: list[dict]
     target: float | None = None
+    statement: str = ""
 
     @property
     def best(self) -> dict:
         return self.rows[0]
 
     def to_dict(self) -> dict:
-        return {"epsilon": self.epsilon, "target_rho": self.target, "best": self.best["mechanism"], "rows": self.rows}
+        return {"epsilon": self.epsilon, "target_rho": self.target, "best": self.best["mechanism"], "rows": self.rows,
+                "statement": self.statement}
 
     def __str__(self) -> str:
         head = f"{'mechanism':<34} {'rho':>10}  {'record (eps, delta)':<24}"
@@ -168,6 +177,8 @@ class Comparison:
                 e = r.get("epsilon_for_target")
                 line += f" {('unreachable' if e is None else format(e, '.9g')):>18}"
             lines.append(line.rstrip())
+        if "confidence" in self.statement:  # a box found by sampling: say what the numbers are
+            lines.append(f"rho: {self.statement}")
         return "\n".join(lines)
 
 
@@ -183,8 +194,10 @@ def compare_mechanisms(box: Any, epsilon: float, *, point: Any = None, features:
     (post-processing, never worse) unless clip=False.
     """
     rows = []
+    statement = ""
     for mech in _candidates(mechanisms, epsilon, domain=domain, delta=delta, k=k, clip=clip, calibration=calibration):
         prob = _Problem(mech, box, point=point, features=features, omega=omega, tau=tau)
+        statement = prob.statement()
         g = record_guarantee(prob.mechs)
         row = {"mechanism": mech.name, "label": mech.label, "rho": float(prob.rho()), "record_epsilon": g.epsilon,
                "record_delta": g.delta, "pac": g.pac}
@@ -193,7 +206,7 @@ def compare_mechanisms(box: Any, epsilon: float, *, point: Any = None, features:
             row["epsilon_for_target"] = s.epsilon
         rows.append(row)
     rows.sort(key=lambda r: -r["rho"])
-    return Comparison(float(epsilon), rows, None if target is None else _target(target))
+    return Comparison(float(epsilon), rows, None if target is None else _target(target), statement)
 
 
 def best_mechanism(box: Any, epsilon: float, **kwargs: Any) -> dict:

@@ -7,8 +7,20 @@ feature i is released through an LDP mechanism M, the class is kept with probabi
 
 (the features that are not perturbed stay at x_i, inside [a_i, b_i]). Refinements:
 
-- probabilistic box (robust with confidence 1 - omega up to a fraction tau, Zheng & Hu Sec. 4.3):
-  rho (1 - omega)(1 - tau);
+- box found by sampling (`ProbabilisticBox`, or omega/tau given): with confidence 1 - omega over
+  that sampling, the set B of the box where the class changes has uniform measure <= tau. Then
+
+      P(class kept) >= max(0, C - tau * prod_i (b_i - a_i) * prod_i pmax_i) + prod_i P(M(x_i) = x_i)
+
+  where C = prod_i (mass of the atomless part of M(x_i) on [a_i, b_i]) and pmax_i the sup of its
+  density on [a_i, b_i] (rounded up): the atomless product law gives B at most its largest density
+  ratio to the uniform law, times tau. Atoms (clipping edges, grid points, a privacy indicator's
+  raw value) get no credit (B may be exactly them: uniform measure 0) except at x itself, which
+  keeps its class. If the box is wider than a point on a feature that is *not* perturbed, the
+  perturbed record lies on a slice of uniform measure 0 and only the x term is left. The bound
+  holds with confidence 1 - omega (reported beside it, not multiplied in: it is a probability over
+  certify's sampling, not over the mechanism). Zheng & Hu's rho (1 - omega)(1 - tau) (Sec. 4.3)
+  is not a lower bound (docs/ldp.md);
 - privacy indicator I_delta on the whole record (Sec. 5.2.1): delta + (1 - delta) rho, with the
   record guarantee (d eps, delta)-PAC (the raw record, which is classified as itself, is released
   with probability delta);
@@ -32,7 +44,7 @@ import numpy as np
 from ..errors import BadInput
 from ..privacy.accounting import compose, compose_pac
 from ..privacy.guarantee import Guarantee
-from .mechanisms import LDPMechanism, PrivacyIndicator, _eps_array
+from .mechanisms import DENSITY_UP, LDPMechanism, PrivacyIndicator, _eps_array
 
 
 @dataclass(frozen=True)
@@ -46,6 +58,7 @@ class BoxInput:
     tau: float = 0.0
     basis: str = "box given by the user (not verified by certify)"
     certified: bool | None = None
+    probabilistic: bool = False
 
 
 def _unit(value: Any, name: str) -> float:
@@ -119,13 +132,14 @@ def read_box(box: Any, point: Any = None, *, omega: Any = None, tau: Any = None)
         raise BadInput(f"the box must contain the point: feature {j} has x = {p[j]:g} outside [{lo[j]:g}, {hi[j]:g}]")
     om = _unit(omega if omega is not None else (src_omega if src_omega is not None else 0.0), "omega")
     ta = _unit(tau if tau is not None else (src_tau if src_tau is not None else 0.0), "tau")
+    probabilistic = basis == "probabilistic box" or bool(om or ta)
     if basis == "probabilistic box":
         if omega is None and src_omega is None or tau is None and src_tau is None:
             raise BadInput("a probabilistic box needs its omega and tau (confidence and tolerance)")
-        basis = f"probabilistic box (omega = {om:g}, tau = {ta:g})"
-    elif om or ta:
-        basis = f"probabilistic box (omega = {om:g}, tau = {ta:g})"
-    return BoxInput(lo, hi, p, om, ta, basis, certified)
+    if probabilistic:
+        basis = (f"probabilistic box (omega = {om:g}, tau = {ta:g}): with confidence {1 - om:g} over its sampling, "
+                 f"at most a fraction {ta:g} of it (uniform measure) changes the class")
+    return BoxInput(lo, hi, p, om, ta, basis, certified, probabilistic)
 
 
 def _mechanisms_for(mechanism: Any, features: np.ndarray) -> list[LDPMechanism]:
@@ -177,7 +191,11 @@ def record_guarantee(mechs: Sequence[LDPMechanism], indicator: float | None = No
 
 @dataclass
 class UtilityResult:
-    """rho and what it was computed from (`to_dict()` for JSON)."""
+    """rho, what it is (`statement`) and what it was computed from (`to_dict()` for JSON).
+
+    For a box found by sampling, `rho` is the lower bound of P(class kept) that holds with
+    confidence 1 - omega over that sampling; `sampled_box` holds its parts (see the module docstring).
+    """
 
     rho: float
     masses: list[float]
@@ -185,32 +203,73 @@ class UtilityResult:
     mechanisms: list[str]
     epsilon: float
     guarantee: Guarantee
-    factor: float
     indicator: float | None
     basis: str
     lo: np.ndarray
     hi: np.ndarray
     point: np.ndarray
+    statement: str = ""
+    omega: float | None = None
+    tau: float | None = None
+    sampled_box: dict | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
     def rho_mechanism(self) -> float:
+        """P(perturbed record in the box) = prod of the masses (before any sampled-box correction)."""
         return float(np.prod(self.masses))
+
+    @property
+    def subtracted(self) -> float | None:
+        """tau * volume * prod pmax, the most a sampled box's bad set can take (None for other boxes)."""
+        return None if self.sampled_box is None else self.sampled_box["subtracted"]
+
+    @property
+    def confidence(self) -> float | None:
+        return None if self.omega is None else 1 - self.omega
 
     def to_dict(self) -> dict:
         return {
-            "rho": self.rho, "rho_mechanism": self.rho_mechanism, "masses": self.masses, "features": self.features,
+            "rho": self.rho, "statement": self.statement, "confidence": self.confidence, "omega": self.omega,
+            "tau": self.tau, "subtracted": self.subtracted, "rho_mechanism": self.rho_mechanism,
+            "masses": self.masses, "features": self.features,
             "mechanism": self.mechanisms[0] if len(set(self.mechanisms)) == 1 else self.mechanisms,
             "epsilon": self.epsilon, "record_epsilon": self.guarantee.epsilon, "record_delta": self.guarantee.delta,
-            "guarantee": self.guarantee.to_dict(), "probabilistic_factor": self.factor,
+            "guarantee": self.guarantee.to_dict(), "sampled_box": self.sampled_box,
             "indicator_delta": self.indicator, "basis": self.basis,
             "box": {"lo": self.lo.tolist(), "hi": self.hi.tolist()}, "point": self.point.tolist(), "notes": self.notes,
         }
 
 
-def _combine(masses: np.ndarray, factor: float, indicator: float | None) -> np.ndarray:
-    rho = factor * np.prod(masses, axis=-1)
+def _with_indicator(rho: np.ndarray, indicator: float | None) -> np.ndarray:
+    """The record-level privacy indicator releases the raw record (class kept) with probability delta."""
     return indicator + (1 - indicator) * rho if indicator is not None else rho
+
+
+def _combine(masses: np.ndarray, indicator: float | None) -> np.ndarray:
+    return _with_indicator(np.prod(masses, axis=-1), indicator)
+
+
+def _sampled_bound(masses, cmass, dens, atoms, widths, tau: float, spread: Any = False) -> dict:
+    """Lower bound of P(class kept) for a box found by sampling (arrays (..., n_features); see the module docstring).
+
+    The subtracted term tau * prod (width * density) is rounded up. `spread`: the box is wider than
+    a point on a feature that is not perturbed (no atomless credit).
+    """
+    rho_box = np.prod(masses, axis=-1)
+    cont = np.prod(cmass, axis=-1)
+    if tau > 0:
+        wd = np.where(widths == 0, 0.0, widths * dens)  # a degenerate side carries no atomless mass
+        with np.errstate(over="ignore", invalid="ignore"):
+            sub = tau * np.prod(wd, axis=-1)
+        sub = np.where(np.isnan(sub), np.inf, sub) * DENSITY_UP
+    else:
+        sub = np.zeros_like(cont)
+    with np.errstate(invalid="ignore"):
+        credit = np.where(spread, 0.0, np.maximum(cont - sub, 0.0))
+    atom = np.prod(atoms, axis=-1)
+    return {"bound": np.minimum(credit + atom, rho_box), "rho_box": rho_box, "continuous_mass": cont,
+            "subtracted": sub, "atom_at_point": atom}
 
 
 class _Problem:
@@ -231,27 +290,74 @@ class _Problem:
             self.indicator = _unit(indicator, "indicator delta")
         for m, f in zip(self.mechs, self.features):
             _check_in_domain(m, self.box.lo[f], self.box.hi[f], int(f))
-        self.factor = (1 - self.box.omega) * (1 - self.box.tau)
+        self.probabilistic = self.box.probabilistic
+        self.omega, self.tau = self.box.omega, self.box.tau
+        others = np.setdiff1d(np.arange(self.box.lo.size), self.features)
+        #: features not perturbed on which the box is wider than a point (see the module docstring)
+        self.spread = [int(i) for i in others if self.box.lo[i] < self.box.hi[i]]
         self.x = self.box.point[self.features]
         self.a = self.box.lo[self.features]
         self.b = self.box.hi[self.features]
+        self.widths = self.b - self.a
+
+    def _eps(self, m: LDPMechanism, eps: Any) -> np.ndarray:
+        return np.asarray(m.epsilon if eps is None else eps, dtype=np.float64)
+
+    def _columns(self, fn) -> np.ndarray:
+        cols = [fn(j, m) for j, m in enumerate(self.mechs)]
+        return np.stack(np.broadcast_arrays(*cols), axis=-1)
 
     def masses(self, eps: Any = None) -> np.ndarray:
         """(..., n_features) masses at epsilon (array: one row per value; None: each mechanism's own)."""
-        cols = []
-        for j, m in enumerate(self.mechs):
-            e = m.epsilon if eps is None else eps
-            cols.append(np.clip(m._mass(np.asarray(e, dtype=np.float64), self.x[j], self.a[j], self.b[j]), 0.0, 1.0))
-        return np.stack(np.broadcast_arrays(*cols), axis=-1)
+        x, a, b = self.x, self.a, self.b
+        return self._columns(lambda j, m: np.clip(m._mass(self._eps(m, eps), x[j], a[j], b[j]), 0.0, 1.0))
+
+    def sampled_parts(self, eps: Any = None) -> dict:
+        """The parts of the sampled-box bound at epsilon (see `_sampled_bound`), plus the per-feature pmax."""
+        x, a, b = self.x, self.a, self.b
+        cm = self._columns(lambda j, m: np.clip(m._cmass(self._eps(m, eps), x[j], a[j], b[j]), 0.0, 1.0))
+        dens = self._columns(lambda j, m: m._cdens(self._eps(m, eps), x[j], a[j], b[j]))
+        atoms = self._columns(lambda j, m: np.clip(m._mass(self._eps(m, eps), x[j], x[j], x[j]), 0.0, 1.0))
+        parts = _sampled_bound(self.masses(eps), cm, dens, atoms, self.widths, self.tau, bool(self.spread))
+        parts["max_density"] = dens
+        return parts
 
     def rho(self, eps: Any = None) -> np.ndarray:
-        return _combine(self.masses(eps), self.factor, self.indicator)
+        if not self.probabilistic:
+            return _combine(self.masses(eps), self.indicator)
+        return _with_indicator(self.sampled_parts(eps)["bound"], self.indicator)
 
     def rho_upper(self, e1: float, e2: float) -> float:
         """An upper bound of rho over every epsilon in [e1, e2] (same epsilon on every feature)."""
-        ups = [float(np.clip(m._mass_upper(e1, e2, self.x[j], self.a[j], self.b[j]), 0.0, 1.0))
-               for j, m in enumerate(self.mechs)]
-        return float(_combine(np.asarray(ups), self.factor, self.indicator))
+        x, a, b = self.x, self.a, self.b
+        ups = np.asarray([float(np.clip(m._mass_upper(e1, e2, x[j], a[j], b[j]), 0.0, 1.0))
+                          for j, m in enumerate(self.mechs)])
+        if not self.probabilistic:
+            return float(_combine(ups, self.indicator))
+        # the bound grows with the atomless mass and the atom at x, and falls with the densities
+        cm = np.asarray([float(np.clip(m._cmass_upper(e1, e2, x[j], a[j], b[j]), 0.0, 1.0))
+                         for j, m in enumerate(self.mechs)])
+        dens = np.asarray([float(m._cdens_lower(e1, e2, x[j], a[j], b[j])) for j, m in enumerate(self.mechs)])
+        atoms = np.asarray([float(np.clip(m._mass_upper(e1, e2, x[j], x[j], x[j]), 0.0, 1.0))
+                            for j, m in enumerate(self.mechs)])
+        # same rounding as `rho`, so that the bound of a shrinking interval tends to rho at its point
+        parts = _sampled_bound(ups, cm, dens, atoms, self.widths, self.tau, bool(self.spread))
+        return float(_with_indicator(parts["bound"], self.indicator))
+
+    def statement(self) -> str:
+        """What rho is, in words."""
+        ind = (f"; with the record-level privacy indicator: delta + (1 - delta) x that, delta = {self.indicator:g}"
+               if self.indicator is not None else "")
+        if self.probabilistic:
+            return (f"lower bound of P(class of x kept), holding with confidence 1 - omega = {1 - self.omega:g} over "
+                    f"the sampling that built the box (omega = {self.omega:g}, tau = {self.tau:g}): "
+                    f"max(0, atomless mass in the box - tau * volume * prod max density) + P(M(x) = x){ind}")
+        if self.box.certified:
+            return f"lower bound of P(class of x kept): P(perturbed record in the certified box){ind}"
+        if self.box.certified is False:
+            return f"P(perturbed record in the box) of an uncertified result: an estimate, not a guarantee{ind}"
+        return (f"P(perturbed record in the box): a lower bound of P(class of x kept) if the class is constant on "
+                f"the box (given by the user, not verified by certify){ind}")
 
 
 def utility(mechanism: Any, box: Any, *, point: Any = None, features: Any = None, omega: Any = None, tau: Any = None,
@@ -259,16 +365,40 @@ def utility(mechanism: Any, box: Any, *, point: Any = None, features: Any = None
     """rho for one point, its box and the mechanism(s) at their epsilon, with the record guarantee."""
     prob = _Problem(mechanism, box, point=point, features=features, omega=omega, tau=tau, indicator=indicator)
     masses = prob.masses()
-    rho = float(_combine(masses, prob.factor, prob.indicator))
     notes = []
+    sampled = None
+    if prob.probabilistic:
+        parts = prob.sampled_parts()
+        rho = float(_with_indicator(parts["bound"], prob.indicator))
+        sampled = {"omega": prob.omega, "tau": prob.tau, "confidence": 1 - prob.omega,
+                   "rho_box": float(parts["rho_box"]), "continuous_mass": float(parts["continuous_mass"]),
+                   "volume": float(np.prod(prob.widths)), "max_density": [float(v) for v in parts["max_density"]],
+                   "subtracted": float(parts["subtracted"]), "atom_at_point": float(parts["atom_at_point"]),
+                   "spread_unperturbed": prob.spread,
+                   "formula": "max(0, continuous_mass - tau * volume * prod max_density) + atom_at_point"}
+        notes.append(f"box found by sampling: rho = {rho:.6g} holds with confidence {1 - prob.omega:g} (omega = "
+                     f"{prob.omega:g}) over that sampling; P(record in box) = {sampled['rho_box']:.6g} minus at most "
+                     f"tau * volume * prod max density = {sampled['subtracted']:.6g} for the part of the box "
+                     f"(uniform fraction <= tau = {prob.tau:g}) where the class may change")
+        if prob.spread:
+            notes.append(f"the box is wider than a point on features {prob.spread}, which are not perturbed: the "
+                         "perturbed records lie on a slice of uniform measure 0 of the sampled box, about which its "
+                         "guarantee says nothing; only P(M(x) = x) is left")
+        if any(m.discrete for m in prob.mechs):
+            notes.append("grid mechanisms output only grid points, a set of uniform measure 0 that sampling cannot "
+                         "vouch for: only P(M(x) = x) counts")
+    else:
+        rho = float(_combine(masses, prob.indicator))
     if prob.box.certified is False and "uncertified" in prob.box.basis:
         notes.append("the box comes from an uncertified result: rho is an estimate, not a guarantee")
     if any(isinstance(m, PrivacyIndicator) for m in prob.mechs):
         notes.append("per-feature privacy indicators: each feature's raw value is released with probability delta")
     eps = prob.mechs[0].epsilon if len({m.epsilon for m in prob.mechs}) == 1 else [m.epsilon for m in prob.mechs]
     return UtilityResult(rho, [float(v) for v in masses], [int(f) for f in prob.features], [m.label for m in prob.mechs],
-                         eps, record_guarantee(prob.mechs, prob.indicator), prob.factor, prob.indicator, prob.box.basis,
-                         prob.box.lo, prob.box.hi, prob.box.point, notes)
+                         eps, record_guarantee(prob.mechs, prob.indicator), prob.indicator, prob.box.basis,
+                         prob.box.lo, prob.box.hi, prob.box.point, prob.statement(),
+                         prob.omega if prob.probabilistic else None, prob.tau if prob.probabilistic else None,
+                         sampled, notes)
 
 
 def rho(mechanism: Any, box: Any, *, point: Any = None, features: Any = None, epsilon: Any = None, omega: Any = None,
@@ -283,12 +413,17 @@ def rho(mechanism: Any, box: Any, *, point: Any = None, features: Any = None, ep
 
 
 def rho_batch(mechanism: LDPMechanism, epsilon: Any, points: Any, lows: Any, highs: Any, features: Any = None, *,
-              factor: float = 1.0, indicator: float | None = None) -> np.ndarray:
+              tau: float | None = None, indicator: float | None = None, factor: Any = None) -> np.ndarray:
     """rho for many points and boxes over an epsilon grid: shape (len(epsilon), n_points).
 
     `points`, `lows`, `highs`: (n, d) arrays (boxes must contain their points and lie in the
     mechanism's domain on the perturbed features). One mechanism family for every feature.
+    `tau`: the boxes were found by sampling (at most a fraction tau changes the class, with the
+    confidence 1 - omega of that sampling): the sampled-box lower bound (module docstring).
     """
+    if factor is not None:
+        raise BadInput("rho_batch no longer takes a factor: Zheng & Hu's (1 - omega)(1 - tau) is not a lower bound; "
+                       "pass tau= for boxes found by sampling (docs/ldp.md)")
     if not isinstance(mechanism, LDPMechanism):
         raise BadInput("rho_batch takes one LDP mechanism")
     eps = np.atleast_1d(_eps_array(epsilon)).reshape(-1)
@@ -307,5 +442,14 @@ def rho_batch(mechanism: LDPMechanism, epsilon: Any, points: Any, lows: Any, hig
         raise BadInput("every box must contain its point")
     _check_in_domain(mechanism, a, b, "(batch)")
     mechanism._check_x(xs)
-    masses = np.clip(mechanism._mass(eps[:, None, None], xs[None], a[None], b[None]), 0.0, 1.0)
-    return _combine(masses, factor, indicator)
+    e3 = eps[:, None, None]
+    masses = np.clip(mechanism._mass(e3, xs[None], a[None], b[None]), 0.0, 1.0)
+    if tau is None:
+        return _combine(masses, indicator)
+    t = _unit(tau, "tau")
+    cm = np.clip(mechanism._cmass(e3, xs[None], a[None], b[None]), 0.0, 1.0)
+    dens = mechanism._cdens(e3, xs[None], a[None], b[None])
+    atoms = np.clip(mechanism._mass(e3, xs[None], xs[None], xs[None]), 0.0, 1.0)
+    others = np.setdiff1d(np.arange(x.shape[1]), f)
+    spread = np.any(lo[:, others] < hi[:, others], axis=1)[None]
+    return _with_indicator(_sampled_bound(masses, cm, dens, atoms, (b - a)[None], t, spread)["bound"], indicator)
