@@ -129,7 +129,8 @@ class LipschitzBab:
         phases = nb.phases()
         s_lo = [np.where(ph == ACTIVE, 1.0, 0.0) for ph in phases]
         s_hi = [np.where(ph == INACTIVE, 0.0, 1.0) for ph in phases]
-        upper = clarke_norm_bound(self.weights, s_lo, s_hi, self.q.p, self.q.q, self.q.target)
+        upper = clarke_norm_bound(self.weights, s_lo, s_hi, self.q.p, self.q.q, self.q.target,
+                                  deadline=self._deadline())
         unstable = int(sum(np.sum(ph == UNSTABLE) for ph in phases))
         if unstable and self.node_lp and unstable <= LP_NODE_UNSTABLE:
             upper = min(upper, self._lp_bound(nb))
@@ -149,7 +150,11 @@ class LipschitzBab:
 
     def bound_many(self, nodes: list[_Node]) -> list[NodeBound]:
         """`bound` of each node; nodes with a parent's bounds (input splits and ReLU-phase
-        splits) are bounded together (`_bound_boxes`), the root one by one."""
+        splits) are bounded together (`_bound_boxes`), the root one by one. Once the budget has
+        run out, a node with a parent keeps its parent's bound and bounds (sound: the node is a
+        subset of its parent) instead of being bounded: the engine stops before branching again."""
+        if self._expired() and all(n.prior is not None and math.isfinite(n.parent_bound) for n in nodes):
+            return [NodeBound(n.parent_bound, data=n.prior) for n in nodes]
         out: list[NodeBound | None] = [None] * len(nodes)
         boxes = [i for i, n in enumerate(nodes) if self.batched is not None and n.prior is not None]
         if boxes:
@@ -192,7 +197,7 @@ class LipschitzBab:
         # wide boxes: their 4-10x tighter bounds order the search better than they cost)
         upper = clarke_norm_bound_batch(self.weights, [np.where(p == ACTIVE, 1.0, 0.0) for p in ph],
                                         [np.where(p == INACTIVE, 0.0, 1.0) for p in ph], self.q.p, self.q.q,
-                                        self.q.target, linear_above=self.search.lower)
+                                        self.q.target, linear_above=self.search.lower, deadline=self._deadline())
         # witnesses: the probes' estimated norms pick the points to replay
         probes = np.concatenate([0.5 * (lo + hi)[:, None, :],
                                  self.rng.uniform(lo[:, None, :], hi[:, None, :], (len(nodes), PROBES - 1, lo.shape[1]))],
@@ -293,6 +298,8 @@ class LipschitzBab:
         splits everywhere cost 5x the bounds on ACAS Xu for little gain; where the heuristic's split
         stalled, another input often halves the bound.)"""
         out: list = [None] * len(items)
+        if self._expired():  # the engine stops after this round: no finisher, no strong splits
+            return [self.branch(node, nb, prune_level) for node, nb in items]
         trials = []  # (item, input, left, right)
         for idx, (node, nb) in enumerate(items):
             finished = self._finish(node, nb)
@@ -322,6 +329,12 @@ class LipschitzBab:
         return self.search.lower
 
     # ------------------------------------------------------------------ helpers
+    def _deadline(self) -> float | None:
+        return None if self.budget is None else self.budget.deadline
+
+    def _expired(self) -> bool:
+        return self.budget is not None and self.budget.expired()
+
     def _finish(self, node: _Node, nb: NodeBound) -> tuple[_Node, NodeBound] | None:
         """The MILP finisher on a node about to be branched with at most MILP_TOP_UNSTABLE unstable
         neurons: the node itself comes back with the proven bound (a leaf when the MILP closed it),

@@ -12,7 +12,10 @@ The bisection only needs the answer for one proposal D, which is far cheaper tha
 
 Neither answer rests on solver tolerances. When neither is reached within the step's budget
 the step is "undecided" (status time_limit, or open_gap when the proof ended above D without a
-witness above it); the search then counts it as a violation.
+witness above it); the search then counts it as a violation. Every stage polls the budget: a
+decider called with no time left returns "undecided" at once, and one whose time runs out
+returns soon after the deadline (the solvers' own limits count from the start of their call, the
+proof and the bounds stop at the deadline).
 """
 
 from __future__ import annotations
@@ -68,6 +71,9 @@ def milp_decide(net: Network, box: Box, input_norm: str, output_norm: str, propo
     """Is the local constant over `box` at most `proposal`? (see the module doc)."""
     lo, hi = np.array(box.lo), np.array(box.hi)
     pair = (input_norm, output_norm)
+    if budget.expired():
+        return Decision(UNDECIDED, 0.0, float("inf"), Status.INTERRUPTED if interrupted() else Status.TIME_LIMIT,
+                        notes=["no time left for the MILP"])
     nb = network_bounds(net, lo, hi, "lp", lp_deadline=budget.stage(0.15))
     milp = build_lipschitz_milp(net, nb, input_norm, output_norm, None, "forward", "lp", budget.stage(0.2))
     naive = milp.to_lipschitz(round_up(milp.objective.naive_upper + milp.model.obj_err, milp.objective.naive_upper, 4))

@@ -13,6 +13,7 @@ u in a box gives sound bounds on every t_j and s_j (the big-M constants of the s
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,10 +72,14 @@ def jacobian_maps(weights: list[np.ndarray], phases: list[np.ndarray], mode: str
 MAX_SIGN_OUTPUTS = 12
 LINEAR_FIRST_DIRECTIONS = 4  # input directions per box in the first round of linear bounds
 LINEAR_WORK = 3e9            # estimated multiply-adds per round of linear bounds (about a second)
+LINEAR_CHUNK_WORK = 2e8      # with a deadline: linear bounds in chunks of about this much work, the
+                             # deadline checked before each (a round of LINEAR_WORK took 1-4.5 s on a
+                             # loaded 2-core machine: PTR steps ran seconds past their limit)
 
 
 def clarke_norm_bound(weights: list[np.ndarray], s_lo: list[np.ndarray], s_hi: list[np.ndarray], p: str,
-                      q: str | None, target: np.ndarray | None = None, linear_above: float | None = -math.inf) -> float:
+                      q: str | None, target: np.ndarray | None = None, linear_above: float | None = -math.inf,
+                      deadline: float | None = None) -> float:
     """A sound upper bound on ||J||_{p->q} (or ||J^T c||_{p*} for a target c) over every Clarke
     Jacobian J = W_k D_{k-1} ... D_0 W_0 whose slopes lie in [s_lo[j], s_hi[j]] (within [0, 1]).
 
@@ -84,7 +89,8 @@ def clarke_norm_bound(weights: list[np.ndarray], s_lo: list[np.ndarray], s_hi: l
     cancel inside the product (a Fast-Lip/RecurJac-style bound), then tightened by linear bounds of
     the switched passes (`jacobian_linear`) unless the interval bound is at most `linear_above`
     (None: never). Other cases bound the interval matrix entrywise. Float rounding is covered by
-    the |W| chain."""
+    the |W| chain. `deadline` (a `time.perf_counter()` value): linear bounds not started by then
+    are skipped (their interval bounds stand), so the call ends soon after it."""
     from ..norms import dual, operator_norm_upper
     from ..rounding import gamma, round_up
 
@@ -112,24 +118,25 @@ def clarke_norm_bound(weights: list[np.ndarray], s_lo: list[np.ndarray], s_hi: l
         B = np.maximum(np.abs(L), np.abs(U)) + 4.0 * gamma(length) * mag
         return operator_norm_upper(B, p, str(q))
     rows = [s[None, :] for s in s_lo], [s[None, :] for s in s_hi]
-    return float(_functional_bounds(weights, rows[0], rows[1], p, C, length, linear_above)[0])
+    return float(_functional_bounds(weights, rows[0], rows[1], p, C, length, linear_above, deadline)[0])
 
 
 def clarke_norm_bound_batch(weights: list[np.ndarray], s_lo: list[np.ndarray], s_hi: list[np.ndarray], p: str,
                             q: str | None, target: np.ndarray | None = None,
-                            linear_above: float | np.ndarray | None = -math.inf) -> np.ndarray:
+                            linear_above: float | np.ndarray | None = -math.inf,
+                            deadline: float | None = None) -> np.ndarray:
     """`clarke_norm_bound` for B slope boxes at once: s_lo[j], s_hi[j] are (B, n_j) arrays; returns
     the B bounds (`linear_above`: one threshold, or one per box). The enumerated output functionals
     are bounded vectorised over the batch (the same interval arithmetic and rounding allowance);
-    the other cases box by box."""
+    the other cases box by box. `deadline`: as in `clarke_norm_bound`."""
     C = _output_functionals(weights[-1].shape[0], q, target)
     B = s_lo[0].shape[0] if s_lo else 1
     if C is None or not s_lo:
         above = None if linear_above is None else np.broadcast_to(np.asarray(linear_above, dtype=float), (B,))
         return np.array([clarke_norm_bound(weights, [s[b] for s in s_lo], [s[b] for s in s_hi], p, q, target,
-                                           None if above is None else float(above[b])) for b in range(B)])
+                                           None if above is None else float(above[b]), deadline) for b in range(B)])
     length = sum(w.shape[1] for w in weights) + weights[-1].shape[0] + 2
-    return _functional_bounds(weights, s_lo, s_hi, p, C, length, linear_above)
+    return _functional_bounds(weights, s_lo, s_hi, p, C, length, linear_above, deadline)
 
 
 def _output_functionals(m: int, q: str | None, target: np.ndarray | None) -> np.ndarray | None:
@@ -144,7 +151,7 @@ def _output_functionals(m: int, q: str | None, target: np.ndarray | None) -> np.
 
 
 def _functional_bounds(weights, s_lo, s_hi, p: str, C: np.ndarray, length: int,
-                       linear_above: float | None = -math.inf) -> np.ndarray:
+                       linear_above: float | None = -math.inf, deadline: float | None = None) -> np.ndarray:
     """Bounds (B,) of max over c in C of ||c^T J||_{p*}, slopes (B, n_j): the row c^T J bounded by
     interval arithmetic backwards through the switches (Fast-Lip / RecurJac style), paired with
     forward passes over the input directions when those are few (`_paired_bound`)."""
@@ -165,10 +172,10 @@ def _functional_bounds(weights, s_lo, s_hi, p: str, C: np.ndarray, length: int,
     err = 4.0 * gamma(length) * mag
     D = _input_directions(p, weights[0].shape[1])
     if D is not None:  # both sides enumerated: each pair (c, w) bounded forwards and backwards
-        return _paired_bound(weights, s_lo, s_hi, C, D, GL, GU, err, rows[::-1], linear_above)
+        return _paired_bound(weights, s_lo, s_hi, C, D, GL, GU, err, rows[::-1], linear_above, deadline)
     Bm = np.maximum(np.abs(GL), np.abs(GU)) + err
     if linear_above is not None:  # each entry of the row c^T J also bounded linearly (adjoint pass)
-        Bm = _linear_rows(weights, s_lo, s_hi, C, Bm, p, linear_above)
+        Bm = _linear_rows(weights, s_lo, s_hi, C, Bm, p, linear_above, deadline)
     vals = _row_norms(Bm, p).max(axis=1)
     d = dual(p)
     if d == "linf":  # a maximum: no rounding
@@ -177,7 +184,7 @@ def _functional_bounds(weights, s_lo, s_hi, p: str, C: np.ndarray, length: int,
     return np.array([round_up(float(v), float(v), Bm.shape[2] + extra) for v in vals])
 
 
-def _linear_rows(weights, s_lo, s_hi, C, Bm, p: str, above) -> np.ndarray:
+def _linear_rows(weights, s_lo, s_hi, C, Bm, p: str, above, deadline: float | None = None) -> np.ndarray:
     """Bm (B, c, n), bounds of |c^T J| entrywise, tightened by the linear bound of the adjoint
     pass of each c (`jacobian_linear`) on the boxes whose bound may exceed `above`, rows of the
     largest bound first within the work cap."""
@@ -185,11 +192,12 @@ def _linear_rows(weights, s_lo, s_hi, C, Bm, p: str, above) -> np.ndarray:
     sl_b, sh_b = s_lo[::-1], s_hi[::-1]
     vals = _row_norms(Bm, p)                                   # (B, c)
     todo = (_free_boxes(s_lo, s_hi) & (vals.max(axis=1) > above))[:, None] & np.ones(vals.shape, dtype=bool)
-    bb, cc = _within_work(todo, vals, maps, sl_b, sh_b, 2 * weights[0].shape[1])
+    bb, cc, cost = _within_work(todo, vals, maps, sl_b, sh_b, 2 * weights[0].shape[1])
     if bb.size == 0:
         return Bm
     n = weights[0].shape[1]
-    up = linear_pass_upper(maps, sl_b, sh_b, C[cc], np.vstack([np.eye(n), -np.eye(n)]), bb)
+    up = _linear_upper(maps, sl_b, sh_b, C[cc], np.vstack([np.eye(n), -np.eye(n)]), bb, cost, deadline)
+    bb, cc = bb[: len(up)], cc[: len(up)]
     Bm = Bm.copy()
     Bm[bb, cc] = np.minimum(Bm[bb, cc], np.maximum(up[:, :n], up[:, n:]))
     return Bm
@@ -200,20 +208,37 @@ def _free_boxes(s_lo, s_hi) -> np.ndarray:
     return np.any(np.concatenate([sh > sl for sl, sh in zip(s_lo, s_hi)], axis=1), axis=1)
 
 
-def _within_work(todo: np.ndarray, value: np.ndarray, maps, s_lo, s_hi, rows: int) -> tuple[np.ndarray, np.ndarray]:
+def _within_work(todo: np.ndarray, value: np.ndarray, maps, s_lo, s_hi,
+                 rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The (box, instance) pairs of `todo` (B, W) to bound linearly, largest `value` first, while
     the estimated multiply-adds stay within LINEAR_WORK (wide nets would take minutes: there the
-    interval bound stands). Cost of one instance: its back-substituted rows (two per free neuron,
-    plus the output rows) through the layers."""
+    interval bound stands), and the estimated cost of each. Cost of one instance: its
+    back-substituted rows (two per free neuron, plus the output rows) through the layers."""
     b, w = np.nonzero(todo)
     if b.size == 0:
-        return b, w
+        return b, w, np.zeros(0)
     free = sum((sh > sl).sum(axis=1) for sl, sh in zip(s_lo, s_hi))  # (B,)
     per_row = sum(M.shape[0] * M.shape[1] for M in maps)
     cost = (2.0 * free[b] + rows) * per_row
     order = np.argsort(-value[b, w], kind="stable")
     keep = order[np.cumsum(cost[order]) <= LINEAR_WORK]
-    return b[keep], w[keep]
+    return b[keep], w[keep], cost[keep]
+
+
+def _linear_upper(maps, s_lo, s_hi, directions: np.ndarray, rows: np.ndarray, box_of: np.ndarray, cost: np.ndarray,
+                  deadline: float | None) -> np.ndarray:
+    """`linear_pass_upper` of the instances in their order; with a deadline, in chunks of about
+    LINEAR_CHUNK_WORK (instances are independent: the same bounds), none started after the
+    deadline: the bounds (n, r) of the first n instances (n may be smaller than their number)."""
+    if deadline is None:
+        return linear_pass_upper(maps, s_lo, s_hi, directions, rows, box_of)
+    done, parts, total = 0, [], np.cumsum(cost)
+    while done < len(box_of) and time.perf_counter() < deadline:
+        base = total[done - 1] if done else 0.0
+        end = max(done + 1, int(np.searchsorted(total, base + LINEAR_CHUNK_WORK, side="right")))
+        parts.append(linear_pass_upper(maps, s_lo, s_hi, directions[done:end], rows, box_of[done:end]))
+        done = end
+    return np.concatenate(parts) if parts else np.zeros((0, rows.shape[0]))
 
 
 def _row_norms(Bm: np.ndarray, p: str) -> np.ndarray:
@@ -234,7 +259,8 @@ def _input_directions(p: str, n: int) -> np.ndarray | None:
 
 
 def _paired_bound(weights, s_lo, s_hi, C: np.ndarray, D: np.ndarray, GL: np.ndarray, GU: np.ndarray,
-                  err_back: np.ndarray, rows: list, linear_above: float | None = -math.inf) -> np.ndarray:
+                  err_back: np.ndarray, rows: list, linear_above: float | None = -math.inf,
+                  deadline: float | None = None) -> np.ndarray:
     """max over c in C and w in D of the best of several bounds of c^T J w, per box (B,).
 
     The forward pass bounds the vector J w for each w by intervals, the backward pass the row c^T J
@@ -270,12 +296,12 @@ def _paired_bound(weights, s_lo, s_hi, C: np.ndarray, D: np.ndarray, GL: np.ndar
     hi = np.minimum(hi, fwd_hi + err)
     lo = np.maximum(lo, fwd_lo - err)
     if linear_above is not None:
-        hi, lo = _linear_pairs(weights, s_lo, s_hi, C, D, hi, lo, linear_above)
+        hi, lo = _linear_pairs(weights, s_lo, s_hi, C, D, hi, lo, linear_above, deadline)
     value = np.max(np.maximum(hi, -lo), axis=(1, 2))
     return np.array([round_up(float(v), float(v), n_round) for v in value]) * (1.0 + 4.0 * gamma(n_round))
 
 
-def _linear_pairs(weights, s_lo, s_hi, C, D, hi, lo, above):
+def _linear_pairs(weights, s_lo, s_hi, C, D, hi, lo, above, deadline: float | None = None):
     """(hi, lo) of every pair (c, w) (B, c, w) tightened by the linear bound of the forward pass
     of w (`jacobian_linear`), on the boxes whose bound exceeds `above` and that have a free slope.
     Directions go in two rounds, the box's most promising first (largest pair bound): the second
@@ -297,10 +323,11 @@ def _linear_pairs(weights, s_lo, s_hi, C, D, hi, lo, above):
             proven = np.where(done, dir_val, -np.inf).max(axis=1)
             todo = ~done & (dir_val > proven[:, None])
         todo &= (free & (box_val > above))[:, None]
-        b, w = _within_work(todo, dir_val, weights, s_lo, s_hi, rows.shape[0])
+        b, w, cost = _within_work(todo, dir_val, weights, s_lo, s_hi, rows.shape[0])
         if b.size == 0:
             continue
-        up = linear_pass_upper(weights, s_lo, s_hi, D[w], rows, b)  # (P, 2c)
+        up = _linear_upper(weights, s_lo, s_hi, D[w], rows, b, cost, deadline)  # (P, 2c)
+        b, w = b[: len(up)], w[: len(up)]
         m = C.shape[0]
         hi[b, :, w] = np.minimum(hi[b, :, w], up[:, :m])
         lo[b, :, w] = np.maximum(lo[b, :, w], -up[:, m:])

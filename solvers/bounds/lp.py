@@ -34,8 +34,8 @@ def lp_tighten_layer(
     """
     l_j, u_j = pre_lo[j].copy(), pre_hi[j].copy()
     unstable = np.flatnonzero(phases(l_j, u_j) == UNSTABLE)
-    if unstable.size == 0 or j == 0:
-        return l_j, u_j, 0
+    if unstable.size == 0 or j == 0 or (deadline is not None and time.perf_counter() > deadline):
+        return l_j, u_j, 0  # (past the deadline: not even the LP is built)
     builder = MilpBuilder()
     enc = encode_relu_network(builder, blocks, lo, hi, pre_lo, pre_hi, relaxation="triangle", layers=j)
     lp = SafeLp(builder.build())

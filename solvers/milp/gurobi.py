@@ -112,8 +112,6 @@ class GurobiBackend:
         p.IntFeasTol = float(max(options.integrality_tol, 1e-9))
         p.OptimalityTol = float(max(options.feasibility_tol, 1e-9))
         p.Seed = 0
-        if options.time_limit is not None:
-            p.TimeLimit = float(max(options.time_limit, 1e-3))
         if model.q_obj is not None:
             p.NonConvex = 2
         vtype = np.where(model.integer, GRB.INTEGER, GRB.CONTINUOUS)
@@ -145,6 +143,8 @@ class GurobiBackend:
                 options.on_progress(bst if abs(bst) < GRB.INFINITY else None, bnd if abs(bnd) < GRB.INFINITY else None,
                                     int(model.cbGet(GRB.Callback.MIP_NODCNT)))
 
+        if options.time_limit is not None:  # the whole call: building the model counts
+            p.TimeLimit = float(max(t0 + options.time_limit - time.perf_counter(), 1e-3))
         try:
             m.optimize(poll)
         except gp.GurobiError as exc:

@@ -58,8 +58,9 @@ class HighsBackend:
             h = highs_instance(model, verbose=options.verbose)
         except HighsRejected as exc:
             return MilpResult("error", None, None, None, 0, time.perf_counter() - t0, self.name, None, str(exc))
-        if options.time_limit is not None:
-            h.setOptionValue("time_limit", float(max(options.time_limit, 1e-3)))
+        if options.time_limit is not None:  # the whole call: building the instance counts
+            rest = t0 + options.time_limit - time.perf_counter()
+            h.setOptionValue("time_limit", float(max(rest, 1e-3)))
         h.setOptionValue("mip_rel_gap", float(options.mip_gap))
         h.setOptionValue("mip_abs_gap", float(options.abs_gap))
         h.setOptionValue("mip_feasibility_tolerance", float(max(options.integrality_tol, 1e-10)))
