@@ -9,6 +9,7 @@ import pytest
 
 from certify.batch import read_done, run_batch
 from certify.errors import BadInput
+from certify.runs import item_sha256
 
 
 def square_norm(index, item, scale=1.0):
@@ -25,7 +26,9 @@ def test_in_process_results_in_order_and_written(tmp_path):
     out = tmp_path / "r.jsonl"
     rows = run_batch(square_norm, ITEMS, out=out, context={"scale": 2.0}, progress=False)
     assert rows == EXPECTED
-    assert [json.loads(line) for line in out.read_text().splitlines()] == EXPECTED
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [{k: v for k, v in line.items() if k != "input_sha256"} for line in lines] == EXPECTED
+    assert [line["input_sha256"] for line in lines] == [item_sha256(item) for item in ITEMS]  # each row names its input
 
 
 def test_local_processes_give_identical_results(tmp_path):
@@ -44,7 +47,8 @@ def test_dask_local_cluster_gives_identical_results(tmp_path):
 
 def test_resume_skips_finished_points_and_ignores_a_torn_line(tmp_path):
     out = tmp_path / "r.jsonl"
-    lines = [json.dumps(r) for r in EXPECTED[:5]] + ['{"index": 5, "val']  # killed mid-write
+    lines = [json.dumps({**r, "input_sha256": item_sha256(ITEMS[i])}) for i, r in enumerate(EXPECTED[:5])]
+    lines.append('{"index": 5, "val')  # killed mid-write
     out.write_text("\n".join(lines))
     calls = []
 

@@ -152,7 +152,7 @@ def test_instances_csv_writes_vnncomp_rows_and_resumes(cli, tmp_path):
         ("test_small.onnx", "test_small.vnnlib", "unsat"), ("test_sat.onnx", "test_prop.vnnlib", "sat"),
         ("test_unsat.onnx", "test_prop.vnnlib", "unsat")]
     assert all(row[0] == "vnncomp_test" and float(row[3]) >= 0 and float(row[5]) >= 0 for row in rows)
-    again = cli("verify", "--instances", TEST / "test_instances.csv", "--out", out, "--json")
+    again = cli("verify", "--instances", TEST / "test_instances.csv", "--out", out, "--timeout", "30", "--json")
     assert again.code == 0 and again.json()["skipped"] == 5 and again.json()["run"] == 0
     assert len(list(csv.reader(open(out)))) == 5
 

@@ -16,6 +16,7 @@ Suites are generated from the seed or shipped with the package; nothing is downl
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +68,7 @@ def run_bench(
     seed: int = 0,
     out: str | Path = "bench-results",
     resume: bool = False,
+    overwrite: bool = False,
     progress: bool | None = None,
     options: dict | None = None,
 ) -> BenchResult:
@@ -74,9 +76,11 @@ def run_bench(
 
     `time_limit` is per run (default: the suite's, shorter with `quick`); `backends` and `methods`
     filter the cases; `options` go to the `models` suite (center, radius, domain, points, norms).
+    `resume`: continue the same benchmark in `out` (else it is measured afresh); `out` holding
+    another benchmark is refused unless `overwrite` (`certify.bench.runner`).
     """
     from .machine import machine_info
-    from .plots import write_plots
+    from .plots import PLOTS, write_plots
     from .runner import execute, plan
     from .tables import summary_markdown, write_csv
 
@@ -107,7 +111,9 @@ def run_bench(
                       question=question, options=dict(options or {}))
     runs = plan(suites, cfg, backends=backends, methods=methods, repeat=repeat)
     out = Path(out)
-    rows = execute(runs, out, time_limit=float(time_limit), seed=int(seed), resume=resume, progress=progress)
+    settings, model = _identity_parts(suites, cfg, backends, methods, repeat)
+    rows = execute(runs, out, time_limit=float(time_limit), seed=int(seed), resume=resume, overwrite=overwrite,
+                   settings=settings, model=model, plots=[f"{name}.png" for name in PLOTS], progress=progress)
     machine = machine_info(suites=suites, quick=quick, repeat=repeat, time_limit=time_limit, seed=seed,
                            models=list(cfg.models), question=question if models else None)
     files = {"csv": str(out / "runs.csv"), "machine": str(out / "machine.json"), "summary": str(out / "summary.md")}
@@ -117,6 +123,24 @@ def run_bench(
     for p in write_plots(rows, out):
         files[p.stem] = str(p)
     return BenchResult(out, rows, files, machine)
+
+
+def _identity_parts(suites: list[str], cfg: SuiteConfig, backends, methods, repeat: int) -> tuple[dict, str | None]:
+    """The settings and the model hash of a benchmark's run identity (the plan's rows are the rest):
+    the user's model files and a --center @FILE are hashed by content, not by name."""
+    from ..runs import file_sha256
+
+    settings: dict = {"suites": suites, "quick": cfg.quick, "repeat": repeat, "backends": backends, "methods": methods}
+    if not cfg.models:
+        return settings, None
+    from .suites.models import model_files
+
+    settings.update(question=cfg.question, options=cfg.options)
+    center = str(cfg.options.get("center") or "")
+    if center.startswith("@") and Path(center[1:]).is_file():  # a missing file was refused by plan()
+        settings["center_sha256"] = file_sha256(center[1:])
+    files = [f"{p.name}:{file_sha256(p)}" for p in model_files(cfg.models)]
+    return settings, hashlib.sha256("\n".join(files).encode()).hexdigest()
 
 
 __all__ = ["BenchResult", "Case", "Outcome", "SUITES", "Suite", "SuiteConfig", "list_suites", "run_bench", "suite"]

@@ -2,8 +2,11 @@
 
 Runs go one after another in this process (timings of concurrent runs on a small machine would
 measure the contention), with a progress bar over runs. Finished rows are appended to
-`runs.jsonl` in the output directory as they arrive (`certify.batch.run_batch`), so an interrupted
-benchmark resumes where it stopped when started again with `resume=True` and the same settings.
+`runs.jsonl` in the output directory as they arrive (`certify.batch.run_batch`), and `run.json`
+holds the run identity (`certify.runs`: settings, models, one hash per planned run). Started
+again with `resume=True`, the same benchmark continues where it stopped; without it, the same
+benchmark is measured afresh. A directory holding another benchmark is refused either way unless
+`overwrite` (its files are deleted).
 A back-end that cannot run here, or a model beyond its licence, gives a `skipped` row with the
 reason instead of failing the run; an unexpected error gives an `error` row with its message.
 Ctrl-C stops the benchmark (exit 130) without recording the interrupted run.
@@ -11,7 +14,6 @@ Ctrl-C stops the benchmark (exit 130) without recording the interrupted run.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -21,8 +23,9 @@ from typing import Any, Sequence
 
 from solvers.runtime import interrupted
 
-from ..batch import run_batch
+from ..batch import read_done, run_batch
 from ..errors import BadInput
+from ..runs import RunIdentity, claim_directory, item_sha256
 from .cases import NO_BACKEND, Case, SuiteConfig, get_suite, load_suites
 from .machine import backend_status, solver_versions
 
@@ -32,6 +35,9 @@ COLUMNS = ("suite", "instance", "family", "question", "backend", "method", "vari
            "seconds", "nodes", "time_limit", "solver_version", "reference_value", "reference_seconds",
            "reference_source", "note")
 SKIPPED, ERROR = "skipped", "error"
+JOURNAL = "runs.jsonl"
+#: files of a benchmark deleted when a directory starts afresh (plan.json: the journal stamp of older versions)
+PRODUCTS = ("runs.csv", "machine.json", "summary.md", "plan.json")
 
 
 @dataclass
@@ -108,20 +114,23 @@ def run_one(index: int, p: Planned, *, time_limit: float, seed: int) -> dict:
 
 
 def execute(runs: list[Planned], out_dir: Path, *, time_limit: float, seed: int, resume: bool = False,
-            progress: bool | None = None) -> list[dict]:
-    """Run `runs` (see the module doc); returns one row per run, in plan order."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    journal = out_dir / "runs.jsonl"
-    keys = [f"{p.suite}|{p.case.key}|{p.repeat}" for p in runs]
-    stamp = {"keys": keys, "time_limit": time_limit, "seed": seed}
-    plan_file = out_dir / "plan.json"
-    if resume and plan_file.exists() and json.loads(plan_file.read_text()) != stamp:
-        raise BadInput(f"{out_dir} holds a benchmark with other settings; use another --out or drop --resume")
-    if not resume and journal.exists():
+            overwrite: bool = False, settings: dict | None = None, model: str | None = None,
+            plots: Sequence[str] = (), progress: bool | None = None) -> list[dict]:
+    """Run `runs` (see the module doc); returns one row per run, in plan order.
+
+    `settings` and `model` (a hash of the user's model files) join the identity of the run;
+    `plots`: the file names of the plots a benchmark writes (deleted with its other files)."""
+    keys = [item_sha256(f"{p.suite}|{p.case.key}|{p.repeat}") for p in runs]
+    identity = RunIdentity.of("bench", {**(settings or {}), "time_limit": time_limit, "seed": seed}, model, keys,
+                              "benchmark plan")
+    products = (*PRODUCTS, *plots)
+    resuming = claim_directory(out_dir, identity, journals=(JOURNAL,), products=products, overwrite=overwrite,
+                               check=read_done)
+    journal = out_dir / JOURNAL
+    if resuming and not resume:  # the same benchmark, measured again
         os.remove(journal)
-    plan_file.write_text(json.dumps(stamp))
     rows = run_batch(run_one, runs, out=journal, context=dict(time_limit=time_limit, seed=seed), progress=progress,
-                     description="bench runs")
+                     description="bench runs", keys=keys)
     for r in rows:
         r.pop("index", None)
     return rows

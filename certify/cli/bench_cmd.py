@@ -35,7 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--methods", metavar="LIST", help="comma list of methods to keep (e.g. milp,bab)")
     p.add_argument("--seed", type=int, default=0, help="seed of generated nets and points (default 0)")
     p.add_argument("--out", default="bench-results", metavar="DIR", help="output directory (default bench-results)")
-    p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out with the same settings")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an interrupted run of the same benchmark in --out (else it is measured afresh)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start afresh when --out holds another benchmark (its files are deleted; else refused)")
     g = p.add_argument_group("your own models")
     g.add_argument("--models", nargs="+", metavar="PATH", help="ONNX files or directories of them")
     g.add_argument("--question", default="lipschitz", choices=("lipschitz", "global", "radius"),
@@ -84,7 +87,7 @@ def _bench(args: argparse.Namespace) -> int:
     result = run_bench(args.suites, models=args.models or (), question=args.question, quick=args.quick,
                        repeat=args.repeat, time_limit=args.time_limit, backends=_split(args.backends),
                        methods=_split(args.methods), seed=args.seed, out=args.out, resume=args.resume,
-                       progress=args.progress, options=options)
+                       overwrite=args.overwrite, progress=args.progress, options=options)
     if args.json:
         print(json.dumps(jsonable(result.to_dict())))
         return 0

@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "propose D_p from the certified upper bounds (mean + n std, quantiles), and run certify's PTR search "
             "at every point to give each proposal its expected release rate. Writes DIR/report.json (schema "
             "certify.report/1) and DIR/report.html (self-contained). Resumable: rerun the same command to continue "
-            "an interrupted run. Runs in process, on --workers local processes, or on a Dask cluster (--scheduler)."
+            "an interrupted run (DIR/run.json identifies the run; a directory holding another run is refused "
+            "unless --overwrite). Runs in process, on --workers local processes, or on a Dask cluster (--scheduler)."
         ),
     )
     add_model_argument(p)
@@ -32,6 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"epsilon of the PTR test and release (default {DEFAULT_EPSILON:g})")
     p.add_argument("--delta", type=float, default=DEFAULT_DELTA, metavar="D", help=f"0 < delta < 1 (default {DEFAULT_DELTA:g})")
     p.add_argument("--out", default="certify-report", metavar="DIR", help="output directory (default ./certify-report)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start afresh when --out holds another run (its report files are deleted)")
     p.add_argument("--workers", type=int, default=1, metavar="K", help="local worker processes (default 1: in process)")
     p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT", help="run on this Dask scheduler instead")
     p.add_argument("--rules", default=",".join(DEFAULT_RULES), metavar="R1,R2",
@@ -51,7 +54,8 @@ def _report(args: argparse.Namespace) -> int:
     from ..errors import BadInput
     from ..points import read_points
     from ..report import sensitivity_report
-    from ..report.build import MAX_CURVE, file_sha256
+    from ..report.build import MAX_CURVE
+    from ..runs import file_sha256
     from ..vectors import parse_positive
 
     net = load_model(args.model)
@@ -64,14 +68,12 @@ def _report(args: argparse.Namespace) -> int:
         raise BadInput(f"--curve must be from 0 to {MAX_CURVE}, got {args.curve}")
     if args.scheduler is not None and not args.scheduler.startswith(("tcp://", "tls://", "inproc://", "ucx://")):
         raise BadInput(f"--scheduler takes an address like tcp://HOST:PORT, got {args.scheduler!r}")
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise BadInput(f"--out {args.out} exists and is not a directory")
     report = sensitivity_report(
         net, data, args.radius, epsilon=args.epsilon, delta=args.delta, input_norm=args.input_norm,
         domain=domain_arg(args.domain), rules=args.rules, tolerance=args.tolerance, max_radius=args.max_radius,
         out=args.out, workers=args.workers, scheduler=args.scheduler, time_limit=args.time_limit,
         step_time_limit=args.step_time_limit, curve=args.curve, backend=args.backend, progress=args.progress,
-        html=not args.no_html,
+        html=not args.no_html, overwrite=args.overwrite,
         model_source={"path": os.path.abspath(args.model), "file_sha256": file_sha256(args.model)},
         data_source=os.path.abspath(args.data))
     summary = {

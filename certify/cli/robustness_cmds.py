@@ -40,8 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--l2-method", default="auto", choices=O.L2_METHODS,
                    help="l2: Gurobi's MIQP when possible (auto), only the MIQP, or the interval from the linf/l1 radii")
     p.add_argument("--out", metavar="FILE",
-                   help="with --points: results as JSON lines (.jsonl; rows already there are skipped on a rerun) "
-                        "or a .csv summary (its JSON-lines journal FILE.jsonl makes the run resumable)")
+                   help="with --points: results as JSON lines (.jsonl; rerunning the same run skips the rows already "
+                        "there, another run is refused) or a .csv summary (its JSON-lines journal FILE.jsonl makes "
+                        "the run resumable)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="with --out: start afresh when --out holds another run (its rows are deleted)")
     p.add_argument("--workers", type=int, default=1, metavar="K", help="with --points: local worker processes")
     p.add_argument("--scheduler", metavar="ADDR", help="with --points: a Dask scheduler (tcp://host:port)")
     add_progress_flags(p)
@@ -123,8 +126,8 @@ def _radius(args: argparse.Namespace) -> int:
         parse_max_radius(args.max_radius)
     if args.points is not None:
         return _radius_batch(args, net, opts)
-    if args.out or args.workers != 1 or args.scheduler:
-        raise BadInput("--out, --workers and --scheduler apply to --points only")
+    if args.out or args.workers != 1 or args.scheduler or args.overwrite:
+        raise BadInput("--out, --overwrite, --workers and --scheduler apply to --points only")
     from ..robustness.radius import robustness_radius
 
     cert = _run(args, robustness_radius, net, opts)
@@ -160,12 +163,16 @@ def _radius_batch(args: argparse.Namespace, net, opts: dict) -> int:
     if args.workers < 1:
         raise BadInput(f"--workers must be a positive integer, got {args.workers}")
     points = read_points(args.points, net.input_dim)
+    if args.overwrite and not args.out:
+        raise BadInput("--overwrite applies to --out only")
     journal = args.out
-    if args.out and args.out.lower().endswith(".csv"):
+    as_csv = bool(args.out) and args.out.lower().endswith(".csv")
+    if as_csv:
+        _check_csv_out(args.out)
         journal = args.out + ".jsonl"
     rows = radius_batch(os.path.abspath(args.model), points, out=journal, workers=args.workers,
-                        scheduler=args.scheduler, progress=None, **opts)
-    if args.out and args.out.lower().endswith(".csv"):
+                        scheduler=args.scheduler, progress=None, overwrite=args.overwrite, **opts)
+    if as_csv:
         write_csv(rows, args.out)
     if args.json:
         for row in rows:
@@ -181,6 +188,20 @@ def _radius_batch(args: argparse.Namespace, net, opts: dict) -> int:
         if args.out:
             print(f"results in {args.out}", file=sys.stderr)
     return 0
+
+
+def _check_csv_out(path: str) -> None:
+    """A .csv --out is rewritten at the end: refuse a directory or a file that is not our table
+    (e.g. the points file itself), whatever --overwrite says."""
+    from ..robustness.batch import CSV_COLUMNS
+
+    if os.path.isdir(path):
+        raise BadInput(f"--out {path} is a directory; --out takes a file name")
+    if os.path.isfile(path) and os.path.getsize(path) > 0:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            first = fh.readline().strip()
+        if first != ",".join(CSV_COLUMNS):
+            raise BadInput(f"--out {path} exists and is not a radius results table; choose another --out")
 
 
 def _hyperrectangle(args: argparse.Namespace) -> int:

@@ -33,7 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the attack (default 0)")
     p.add_argument("--instances", metavar="CSV", help="run an instance list instead of one property")
     p.add_argument("--out", metavar="RESULTS.csv",
-                   help="with --instances: results CSV (appended to; instances already in it are skipped)")
+                   help="with --instances: results CSV (rerunning the same run skips the instances already in it; "
+                        "a file of another run is refused)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="with --instances --out: start afresh when --out holds another run (its rows are deleted)")
     p.add_argument("--benchmark", metavar="NAME", help="with --instances: benchmark name in the results (default: the CSV's folder)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(handler=_verify)
@@ -53,8 +56,8 @@ def _verify(args: argparse.Namespace) -> int:
         return _run_instances(args, timeout)
     if not (args.model and args.property):
         raise BadInput("verify needs MODEL and PROPERTY (or --instances CSV)")
-    if args.out or args.benchmark:
-        raise BadInput("--out and --benchmark only apply to --instances")
+    if args.out or args.benchmark or args.overwrite:
+        raise BadInput("--out, --overwrite and --benchmark only apply to --instances")
     from ..verify import load_vnnlib, verify
 
     spec = load_vnnlib(args.property)  # the cheap check first
@@ -73,6 +76,8 @@ def _run_instances(args: argparse.Namespace, timeout: float | None) -> int:
     from ..verify.instances import read_instances, run_instances
 
     instances = read_instances(args.instances)
+    if args.overwrite and not args.out:
+        raise BadInput("--overwrite applies to --out only")
     benchmark = args.benchmark or os.path.basename(os.path.dirname(os.path.abspath(args.instances))) or "benchmark"
     out = args.out if args.out else (None if args.json else sys.stdout)
     counts: Counter[str] = Counter()
@@ -93,7 +98,7 @@ def _run_instances(args: argparse.Namespace, timeout: float | None) -> int:
             progress.update(task, advance=1, last=f"{r.result} {r.run_time:.1f}s")
 
         results, skipped = run_instances(instances, out, benchmark=benchmark, timeout=timeout, seed=args.seed,
-                                          on_start=start, on_result=done)
+                                          on_start=start, on_result=done, overwrite=args.overwrite)
         progress.update(task, completed=len(instances))
     for e in errors:
         print(f"certify verify: error in {e}", file=sys.stderr)

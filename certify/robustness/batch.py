@@ -4,6 +4,9 @@ Points files: `.npy` (a 2-D float array, never unpickled), `.csv` (one point per
 line is skipped), `.json` (a list of points) or `.jsonl` (one point per line: a list, or an
 object with "point"). The run goes through `certify.batch.run_batch`: a progress bar, results
 appended to the output as they finish, rows already in it skipped, local processes or Dask.
+The output is claimed with a run identity (`certify.runs`: the model, the options and every
+point, in `OUT.run.json`): a rerun of the same run resumes, another run is refused unless
+`overwrite`.
 Each row is the point's certificate (`RobustnessRadius.to_dict()`) plus its `index`; a point
 that is bad input gets a row with `status` "error" and the message, the others still run.
 `write_csv` writes the summary table (index, predicted class, lower, upper, radius, status,
@@ -20,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..batch import run_batch
+from ..batch import read_done, run_batch
 from ..errors import BadInput
 
 CSV_COLUMNS = ("index", "predicted_class", "lower", "upper", "radius", "status", "seconds")
@@ -75,17 +78,23 @@ def _read_csv(path: str) -> np.ndarray:
     return np.asarray([[float(c) for c in r] for r in rows], dtype=np.float64)
 
 
+def _classifier(model: Any) -> Any:
+    """The model of a batch; a file is loaded once per process."""
+    if not isinstance(model, (str, os.PathLike)):
+        return model
+    key = os.fspath(model)
+    if key not in _MODELS:
+        from .question import Classifier
+
+        _MODELS[key] = Classifier.of(key)
+    return _MODELS[key]
+
+
 def _radius_task(index: int, point: list[float], *, model: Any, options: dict) -> dict:
     """One point of the batch (runs in a worker: the model file is loaded once per process)."""
     from .radius import robustness_radius
 
-    if isinstance(model, (str, os.PathLike)):
-        key = os.fspath(model)
-        if key not in _MODELS:
-            from .question import Classifier
-
-            _MODELS[key] = Classifier.of(key)
-        model = _MODELS[key]
+    model = _classifier(model)
     try:
         return robustness_radius(model, np.asarray(point), **options).to_dict()
     except BadInput as exc:
@@ -93,20 +102,30 @@ def _radius_task(index: int, point: list[float], *, model: Any, options: dict) -
 
 
 def radius_batch(model: Any, points: Any, *, out: str | os.PathLike | None = None, workers: int = 1,
-                 scheduler: str | None = None, progress: bool | None = None, **options: Any) -> list[dict]:
+                 scheduler: str | None = None, progress: bool | None = None, overwrite: bool = False,
+                 **options: Any) -> list[dict]:
     """`robustness_radius` for every point (a (k, n) array or a points file); rows in point order.
 
-    `out`: the JSON-lines file results are appended to (rerunning skips the points already
-    there); `workers`, `scheduler`: local processes or a Dask cluster (`certify.batch`); options
-    as `robustness_radius` (a `time_limit` applies per point)."""
+    `out`: the JSON-lines file results are appended to; rerunning the same run (model, options,
+    points) skips the points already there, another run is refused (BadInput) unless `overwrite`
+    (its rows are deleted). `workers`, `scheduler`: local processes or a Dask cluster
+    (`certify.batch`); options as `robustness_radius` (a `time_limit` applies per point)."""
     if isinstance(points, (str, os.PathLike)):
         points = read_points(points)
     points = np.asarray(points, dtype=np.float64)
     if points.ndim != 2:
         raise BadInput("points must be a 2-D array (one point per row) or a points file")
     items = [p.tolist() for p in points]
+    keys = None
+    if out is not None:
+        from ..runs import RunIdentity, claim_file, item_sha256, model_sha256
+
+        net = getattr(_classifier(model), "net", model)
+        keys = [item_sha256(p) for p in points]
+        identity = RunIdentity.of("radius", options, model_sha256(net), keys, "points file")
+        claim_file(out, identity, overwrite=overwrite, check=read_done)
     return run_batch(_radius_task, items, out=out, context={"model": model, "options": options}, workers=workers,
-                     scheduler=scheduler, progress=progress, description="radius")
+                     scheduler=scheduler, progress=progress, description="radius", keys=keys)
 
 
 def write_csv(rows: list[dict], path: str | os.PathLike) -> None:

@@ -2,8 +2,10 @@
 
 Results rows follow VNN-COMP's results CSV (no header):
 `benchmark, onnx, vnnlib, prepare_time, result, run_time`, with paths as written in the instance
-list and `result` one of sat / unsat / timeout / unknown / error. An existing results file is
-resumed: instances already in it are skipped.
+list and `result` one of sat / unsat / timeout / unknown / error. A results file is claimed with a run
+identity (`certify.runs`, in `OUT.run.json`: the settings, and every instance row with the hashes
+of its onnx and vnnlib files): rerunning the same run skips the instances already in it, another
+run is refused unless `overwrite` (its rows are deleted).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Callable, Iterable, TextIO
 from models import load_onnx
 from models.errors import BadInput
 
+from ..runs import RunIdentity, claim_file, file_sha256, item_sha256
 from .runtime import OnnxReference
 from .verifier import verify
 from .vnnlib import load_vnnlib
@@ -90,15 +93,34 @@ def read_results(path: str | os.PathLike) -> dict[tuple[str, str], list[str]]:
     if not path.exists():
         return {}
     done: dict[tuple[str, str], list[str]] = {}
-    with open(path, newline="") as fh:
-        for line, row in enumerate(csv.reader(fh), start=1):
-            if not row:
-                continue
-            if len(row) != len(RESULT_COLUMNS):
-                raise BadInput(f"{path}:{line}: not a results file row ({len(row)} columns, expected "
-                               f"{len(RESULT_COLUMNS)}: {', '.join(RESULT_COLUMNS)}); use another --out")
-            done[(row[1], row[2])] = row
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            for line, row in enumerate(csv.reader(fh), start=1):
+                if not row:
+                    continue
+                if len(row) != len(RESULT_COLUMNS):
+                    raise BadInput(f"{path}:{line}: not a results file row ({len(row)} columns, expected "
+                                   f"{len(RESULT_COLUMNS)}: {', '.join(RESULT_COLUMNS)}); use another --out")
+                done[(row[1], row[2])] = row
+    except UnicodeDecodeError:
+        raise BadInput(f"{path} is not a results file (not text); use another --out") from None
     return done
+
+
+def run_identity(instances: list[Instance], *, benchmark: str, timeout: float | None, seed: int,
+                 verify_kwargs: dict | None = None) -> RunIdentity:
+    """The identity of a results file: settings, and per instance its row and its files' bytes."""
+    hashes: dict[Path, str | None] = {}
+
+    def content(path: Path) -> str | None:  # a missing file gives an `error` row, hashed as such
+        if path not in hashes:
+            hashes[path] = file_sha256(path) if path.is_file() else None
+        return hashes[path]
+
+    rows = [item_sha256([i.onnx, i.vnnlib, i.timeout, content(i.onnx_path), content(i.vnnlib_path)])
+            for i in instances]
+    settings = {"benchmark": benchmark, "timeout": timeout, "seed": seed, "verify": verify_kwargs or {}}
+    return RunIdentity.of("verify --instances", settings, None, rows, "instance list")
 
 
 def run_instance(inst: Instance, benchmark: str, *, timeout: float | None = None, seed: int = 0,
@@ -131,19 +153,27 @@ def run_instances(
     on_start: Callable[[Instance], None] | None = None,
     on_result: Callable[[InstanceResult, object | None], None] | None = None,
     verify_kwargs: dict | None = None,
+    overwrite: bool = False,
 ) -> tuple[list[InstanceResult], int]:
-    """Verify each instance and append its row to `out` (a path: resumed; a stream; or None).
+    """Verify each instance and append its row to `out` (a path: resumable, see the module doc; a
+    stream; or None).
 
     Returns the new results and the number of instances skipped because `out` already had them."""
     instances = list(instances)
-    done = read_results(out) if isinstance(out, (str, os.PathLike)) else {}
-    todo = [i for i in instances if i.key not in done]
+    done: dict[tuple[str, str], list[str]] = {}
     fh: TextIO | None
     if isinstance(out, (str, os.PathLike)):
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        fh = open(out, "a", newline="")
+        identity = run_identity(instances, benchmark=benchmark, timeout=timeout, seed=seed,
+                                verify_kwargs=verify_kwargs)
+        if claim_file(out, identity, overwrite=overwrite, check=read_results):
+            done = read_results(out)
+        try:
+            fh = open(out, "a", newline="")
+        except OSError as exc:
+            raise BadInput(f"cannot write --out {out}: {exc.strerror or exc}") from None
     else:
         fh = out
+    todo = [i for i in instances if i.key not in done]
     results = []
     try:
         writer = csv.writer(fh) if fh is not None else None
@@ -163,5 +193,5 @@ def run_instances(
     return results, len(instances) - len(todo)
 
 
-__all__ = ["Instance", "InstanceResult", "RESULT_COLUMNS", "read_instances", "read_results", "run_instance",
-           "run_instances"]
+__all__ = ["Instance", "InstanceResult", "RESULT_COLUMNS", "read_instances", "read_results", "run_identity",
+           "run_instance", "run_instances"]
