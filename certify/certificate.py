@@ -7,15 +7,27 @@ a sound bound above; False for probabilistic or empirical results), the `box` it
 norms, `seconds`, `notes` and `to_dict()`: a JSON-ready dict whose `schema` field names the
 versioned JSON schema (`certify/schema/certificate.schema.json`) every certificate satisfies.
 Consumers (noise calibration, reports, PTR) read these attributes and nothing else.
+
+Identity: a certificate returned by one of certify's engines is *issued* (`issue`): it carries
+`model_hash`, the fingerprint of the network it is about (`models.Network.fingerprint()`), and a
+seal binding its claim (kind, model, interval, status, box, norms, target) to this process. A
+consumer that turns a certificate into noise checks both (`Certificate.issued`, and
+`certify.privacy.provenance.check_model`): a certificate of another network is refused, and one
+that was built by hand, edited after it was issued, or loaded from JSON is not a proof, only a
+claim of the user's (origin "user").
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import hmac
 import json
 import math
 import os
+import secrets
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar, TypeVar
 
 import numpy as np
 
@@ -96,6 +108,9 @@ class Certificate:
     output_norm: str | None = None
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    # the fingerprint of the network the statement is about (set by `issue`), and the seal
+    model_hash: str | None = field(default=None, kw_only=True)
+    _seal: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.status not in Status.ALL:
@@ -115,6 +130,11 @@ class Certificate:
         return self.status == Status.OPTIMAL and self.certified
 
     @property
+    def issued(self) -> bool:
+        """True when certify's engine issued this certificate and its claim is unchanged since."""
+        return self._seal is not None and self.model_hash is not None and hmac.compare_digest(self._seal, _seal(self))
+
+    @property
     def scope(self) -> str:
         """"global" (holds for every input) or "box" (only on `box`)."""
         return "global" if self.box is None else "box"
@@ -128,7 +148,7 @@ class Certificate:
             "status": self.status, "certified": bool(self.certified), "exact": self.exact,
             "scope": self.scope, "box": None if self.box is None else self.box.to_dict(),
             "input_norm": self.input_norm, "output_norm": self.output_norm,
-            "seconds": float(self.seconds), "notes": list(self.notes),
+            "seconds": float(self.seconds), "notes": list(self.notes), "model_hash": self.model_hash,
         }
         for f in fields(self):
             if f.name not in base and not f.name.startswith("_"):
@@ -144,9 +164,79 @@ class Certificate:
         return json.dumps(self.to_dict())
 
 
+#: per-process key of the seals: a certificate is a proof only in the process that computed it
+_KEY = secrets.token_bytes(32)
+#: the fields a consumer reads: the seal covers exactly these (notes and timings may change)
+_CLAIM_FIELDS = ("lower", "upper", "status", "certified", "input_norm", "output_norm", "model_hash")
+_CLAIM_EXTRAS = ("target", "margin", "method", "omega", "tau", "predicted_class", "target_class", "features")
+
+
+def _claim(cert: Certificate) -> bytes:
+    claim: dict[str, Any] = {"kind": cert.KIND, "scope": cert.scope,
+                             "box": None if cert.box is None else cert.box.to_dict()}
+    claim.update({k: getattr(cert, k) for k in _CLAIM_FIELDS})
+    claim.update({k: getattr(cert, k) for k in _CLAIM_EXTRAS if hasattr(cert, k)})
+    return json.dumps(to_jsonable(claim), sort_keys=True).encode()
+
+
+def _seal(cert: Certificate) -> str:
+    return hmac.new(_KEY, _claim(cert), hashlib.sha256).hexdigest()
+
+
+def model_fingerprint(model: Any) -> str | None:
+    """The fingerprint of a `models.Network`, of anything holding one as `.net` (a classifier
+    wrapper), or of a torch module (imported with `certify.from_torch`); None for a model certify
+    cannot read (a plain callable)."""
+    own = getattr(model, "fingerprint", None)  # a Network or an SLLNetwork
+    if callable(own):
+        return str(own())
+    net = getattr(model, "net", None)
+    if callable(getattr(net, "fingerprint", None)):
+        return str(net.fingerprint())
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        return None
+    if isinstance(model, torch.nn.Module):
+        from models.torch_import import from_torch
+
+        try:
+            return from_torch(model).fingerprint()
+        except Exception:  # noqa: BLE001 - a module certify cannot trace has no fingerprint
+            return None
+    return None
+
+
+C = TypeVar("C", bound=Certificate)
+
+
+def issue(cert: C, model: Any) -> C:
+    """Bind a certificate computed by certify for `model` to it: set `model_hash` and seal the claim.
+    Certificates nested in it (a comparison's results) are issued too. A model without a
+    fingerprint (a plain callable) leaves the certificate unissued: no consumer could check it."""
+    digest = model_fingerprint(model)
+    if digest is None:  # nothing certify can identify (e.g. a sampled classifier): left unissued
+        return cert
+    for inner in getattr(cert, "results", None) or ():
+        if isinstance(inner, Certificate):
+            issue(inner, model)
+    cert.model_hash = digest
+    cert._seal = _seal(cert)
+    return cert
+
+
+def issues(fn: Callable[..., C]) -> Callable[..., C]:
+    """Decorator of an engine's entry point `fn(model, ...)`: its certificate is issued for `model`."""
+    @functools.wraps(fn)
+    def wrapper(model: Any, *args: Any, **kwargs: Any) -> C:
+        return issue(fn(model, *args, **kwargs), model)
+
+    return wrapper
+
+
 def load_schema() -> dict:
     with open(SCHEMA_PATH) as fh:
         return json.load(fh)
 
 
-__all__ = ["Certificate", "SCHEMA", "Status", "load_schema", "to_jsonable"]
+__all__ = ["Certificate", "SCHEMA", "Status", "issue", "issues", "load_schema", "model_fingerprint", "to_jsonable"]

@@ -8,6 +8,7 @@ an affine layer produced from a convolution keeps a `ConvSpec` so structure-awar
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence, Union
 
@@ -86,6 +87,15 @@ class ReLU:
 
 
 Layer = Union[Affine, ReLU]
+
+
+def hash_values(h, values: np.ndarray, block_bytes: int = 1 << 24) -> None:
+    """Feed float64 values to a hash in row blocks (a large matrix is never copied at once); -0.0
+    is hashed as 0.0, since the two compute the same function."""
+    flat = values.reshape(values.shape[0], -1) if values.ndim > 1 else values.reshape(1, -1)
+    rows = max(1, block_bytes // (8 * max(flat.shape[1], 1)))
+    for start in range(0, flat.shape[0], rows):
+        h.update((np.asarray(flat[start:start + rows], dtype="<f8") + 0.0).tobytes())
 
 
 class Network:
@@ -193,6 +203,30 @@ class Network:
             "layers": layers,
             "relu_count": self.relu_count,
         }
+
+    def fingerprint(self) -> str:
+        """The network's identity: a SHA-256 hex digest of the function it computes as layers.
+
+        Hashed: the fused layers (`fused()`: runs of affine maps multiplied out, so an input
+        normalisation kept as its own affine map or folded into the first weights hashes alike
+        when no rounding separates them), every weight and bias as float64 bytes, and the ReLU
+        sizes. Not hashed: the name, the tensor input/output shapes (the IR works on their
+        flattening) and the convolution structure (its matrix is hashed). A reload of the same
+        file, and a torch module and its ONNX export, give the same digest; any change of a weight
+        gives another. Certificates carry it so that a constant proven for one network is never
+        used to calibrate noise for another.
+        """
+        if getattr(self, "_fingerprint", None) is None:
+            h = hashlib.sha256(b"certify.network/1")
+            for layer in self.fused().layers:
+                if isinstance(layer, Affine):
+                    h.update(b"A" + np.asarray(layer.weight.shape, dtype="<i8").tobytes())
+                    hash_values(h, layer.weight)
+                    hash_values(h, layer.bias)
+                else:
+                    h.update(b"R" + np.asarray([layer.size], dtype="<i8").tobytes())
+            self._fingerprint = h.hexdigest()
+        return self._fingerprint
 
     # ----------------------------------------------------------------------------- evaluation
     def check_input(self, x: np.ndarray, what: str = "input") -> np.ndarray:

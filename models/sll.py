@@ -26,13 +26,14 @@ against the module's float64 forward. Everything certified is the float64 model.
 from __future__ import annotations
 
 import copy
+import hashlib
 from dataclasses import dataclass
 from typing import Sequence, Union
 
 import numpy as np
 
 from .errors import BadInput, ModelError, UnsupportedOperator
-from .ir import Affine, ConvSpec, ReLU
+from .ir import Affine, ConvSpec, ReLU, hash_values
 
 TORCH_CHECK_RTOL = 1e-9
 MAX_UNROLLED_INPUTS = 8192
@@ -126,6 +127,21 @@ class SLLNetwork:
             else:
                 parts.append(f"ReLU({layer.size})")
         return f"SLLNetwork({self.name!r}: " + ", ".join(parts) + ")"
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the layers (as `models.Network.fingerprint`, with each SLL layer's W, b, t)."""
+        if getattr(self, "_fingerprint", None) is None:
+            h = hashlib.sha256(b"certify.sll/1")
+            for layer in self.layers:
+                if isinstance(layer, ReLU):
+                    h.update(b"R" + np.asarray([layer.size], dtype="<i8").tobytes())
+                    continue
+                h.update((b"S" if isinstance(layer, SLLLayer) else b"A")
+                         + np.asarray(layer.weight.shape, dtype="<i8").tobytes())
+                for arr in (layer.weight, layer.bias) + ((layer.t,) if isinstance(layer, SLLLayer) else ()):
+                    hash_values(h, arr)
+            self._fingerprint = h.hexdigest()
+        return self._fingerprint
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         h = np.asarray(x, dtype=np.float64)

@@ -42,7 +42,10 @@ def test_calibrate_output_mechanisms_from_lipschitz_and_radius(cli):
     out = cli("calibrate", "lap-output", "--epsilon", "0.5", "--lipschitz", "12", "--radius", "0.1", "--json").json()
     assert out["sensitivity"] == pytest.approx(1.2) and out["sensitivity"] >= 12 * 0.1
     assert out["scale"] == pytest.approx(2.4) and out["radius"] == 0.1
-    assert out["lipschitz"] == {"value": 12.0, "input_norm": "l2", "output_norm": "l1", "origin": "user"}
+    assert out["lipschitz"] == {"value": 12.0, "input_norm": "l2", "output_norm": "l1", "origin": "user",
+                                "proven": False}
+    # a typed constant is the user's claim: the calibration says it rests on it
+    assert out["basis"] == "user" and "not verified" in out["conditional_on"][0]
     out = cli("calibrate", "gauss-output", "--epsilon", "1", "--delta", "1e-5", "--lipschitz", "5",
               "--radius", "0.05", "--json").json()
     assert out["scale"] == pytest.approx(float(bisect_sigma(1.0, 1e-5, 0.25)), rel=1e-10)

@@ -106,14 +106,28 @@ def _cert(upper, lower=None, output_norm="l2", certified=True, status="certified
 
 
 def test_certificate_provenance_is_recorded(net):
+    import certify
+
+    cert = certify.global_lipschitz(net, "eclipse-fast")
+    m = GaussOutput(net, cert, epsilon=1.0, delta=1e-5, alpha=0.1, sampler=0)
+    lip = m.guarantee.lipschitz
+    assert lip.origin == "certificate" and lip.method == "eclipse-fast" and lip.value == cert.upper
+    assert lip.model_hash == net.fingerprint() and m.guarantee.basis == "worst-case" and not m.guarantee.claims
+    assert lip.certificate["upper"] == cert.upper and lip.certificate["model_hash"] == net.fingerprint()
+    assert lip.certificate["schema"] == "certify.certificate/1" and lip.certificate["status"] == "certified"
+    assert m.sensitivity == pytest.approx(0.1 * cert.upper)  # the upper bound, never a lower one
+    d = jsonable(m.to_dict())
+    assert d["guarantee"]["lipschitz"]["certificate"]["method"] == "eclipse-fast"
+    assert d["guarantee"]["basis"] == "worst-case"
+
+
+def test_a_hand_built_certificate_is_the_users_claim(net):
+    """Only certificates certify issued are proofs: one built by hand is recorded as a user claim."""
     m = GaussOutput(net, _cert(3.0, lower=0.5), epsilon=1.0, delta=1e-5, alpha=0.1, sampler=0)
     lip = m.guarantee.lipschitz
-    assert lip.origin == "certificate" and lip.method == "lipsdp-neuron" and lip.value == 3.0
-    assert lip.certificate["upper"] == 3.0 and lip.certificate["lower"] == 0.5
-    assert lip.certificate["schema"] == "certify.certificate/1" and lip.certificate["status"] == "certified"
-    assert m.sensitivity == pytest.approx(0.3)  # the upper bound, never the lower one
-    d = jsonable(m.to_dict())
-    assert d["guarantee"]["lipschitz"]["certificate"]["method"] == "lipsdp-neuron"
+    assert lip.origin == "user" and not lip.proven and lip.value == 3.0 and m.sensitivity == pytest.approx(0.3)
+    assert m.guarantee.basis == "user" and "not verified" in m.guarantee.claims[0]
+    assert "CONDITIONAL" in m.guarantee.describe()
 
 
 class _LooksLikeACertificate:

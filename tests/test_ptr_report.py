@@ -110,7 +110,7 @@ def test_resumed_run_gives_the_same_report(report_dir, tmp_path, monkeypatch):
 def test_a_directory_with_other_settings_is_refused(report_dir):
     from certify.errors import BadInput
 
-    with pytest.raises(BadInput, match="other inputs or settings"):
+    with pytest.raises(BadInput, match=r"other settings \(radius: 0.1 before, 0.2 now\).*--overwrite"):
         sensitivity_report(_net(), _data(), 0.2, out=str(report_dir), **FAST)
 
 

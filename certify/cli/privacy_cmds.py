@@ -67,16 +67,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _calibrate(args: argparse.Namespace) -> int:
     from ..privacy.calibration import calibrate
 
-    lipschitz, input_dim = args.lipschitz, args.input_dim
+    lipschitz, input_dim, model = args.lipschitz, args.input_dim, None
     if args.model is not None and args.mechanism == "gauss-input":
         input_dim = _model_input_dim(args)
     elif args.model is not None:
-        lipschitz = _model_lipschitz(args)
+        lipschitz, model = _model_lipschitz(args)
     elif args.domain is not None or args.lipschitz_method != "auto":
         raise BadInput("--lipschitz-method and --domain apply to --model")
     cal = calibrate(args.mechanism, epsilon=args.epsilon, delta=args.delta, sensitivity=args.sensitivity,
                     lipschitz=lipschitz, radius=args.radius, calibration=args.calibration,
-                    metric=args.metric, input_dim=input_dim)
+                    metric=args.metric, input_dim=input_dim, model=model)
     result = cal.to_dict()
     if cal.family == "gaussian" and cal.calibration != "zcdp":
         result["note"] = CONTINUOUS_NOTE
@@ -95,6 +95,8 @@ def _calibrate(args: argparse.Namespace) -> int:
         elif "radius" in r:
             line += f" (radius {fmt(r['radius'])} in {r['metric']})"
         c.print(line)
+        for claim in r.get("conditional_on", []):
+            c.print(f"[bold yellow]conditional on[/bold yellow] {claim}: the guarantee holds only if it is true")
         if "note" in r:
             c.print(f"note: {r['note']}")
 
@@ -122,7 +124,7 @@ def _model_lipschitz(args: argparse.Namespace):
         raise BadInput("give --model or --lipschitz/--sensitivity, not both")
     mechanism_norms(args.mechanism, args.metric)  # refuses mechanisms that take no Lipschitz constant
     net = load_model(args.model)
-    return certified_lipschitz(net, args.mechanism, args.metric, args.lipschitz_method, domain_arg(args.domain))
+    return certified_lipschitz(net, args.mechanism, args.metric, args.lipschitz_method, domain_arg(args.domain)), net
 
 
 def _chain(args: argparse.Namespace) -> int:

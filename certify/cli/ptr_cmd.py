@@ -48,7 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_search_options(p)
     p.add_argument("--time-limit", type=float, default=None, metavar="S", help="time limit of the whole query (seconds)")
     p.add_argument("--global-bound", type=float, default=None, metavar="G",
-                   help="a certified global Lipschitz bound (input norm -> l1), e.g. from `certify global`")
+                   help="a global Lipschitz bound (input norm -> l1), e.g. from `certify global`: used when certify "
+                        "proves it, an error when a replayed witness exceeds it, else refused unless "
+                        "--trust-global-bound")
+    p.add_argument("--trust-global-bound", action="store_true",
+                   help="use --global-bound on your word when certify can neither prove nor refute it: the guarantee "
+                        "is then conditional on it (said in the JSON's guarantee.conditional_on and the text)")
     p.add_argument("--threads", type=int, default=1, metavar="K", help="solver threads (default 1)")
     add_json_flag(p)
     p.set_defaults(handler=_ptr)
@@ -70,23 +75,31 @@ def _ptr(args: argparse.Namespace) -> int:
     result = ptr(net, point, args.radius, epsilon=args.epsilon, delta=args.delta, proposal=args.proposal,
                  input_norm=args.input_norm, domain=domain_arg(args.domain), tolerance=args.tolerance,
                  max_radius=args.max_radius, sampler=args.seed, time_limit=args.time_limit,
-                 step_time_limit=args.step_time_limit, global_bound=args.global_bound, backend=args.backend,
-                 threads=args.threads)
+                 step_time_limit=args.step_time_limit, global_bound=args.global_bound,
+                 trust_global_bound=args.trust_global_bound, backend=args.backend, threads=args.threads)
 
     def human(r: dict) -> None:
         c = console()
         g = r["guarantee"]
-        verdict = "[bold green]released[/bold green]" if r["released"] else "[bold]not released (bottom)[/bold]"
+        verdict = ("[bold red]refused: the search was not decided (no test, no guarantee)[/bold red]"
+                   if r["refusal"] else "[bold green]released[/bold green]" if r["released"]
+                   else "[bold]not released (bottom)[/bold]")
         c.print(f"[bold]propose-test-release[/bold]: {verdict}")
         if r["released"]:
             out = r["output"]
             c.print(f"  output      [{', '.join(fmt(v, 6) for v in out[:10])}{', ...' if len(out) > 10 else ''}]")
         c.print(f"  R*          {fmt(r['r_star']) if r['r_star'] is not None else 'none >= R (the proposal fails at the point)'}"
                 f"  (status {r['status']})")
-        c.print(f"  phi         {fmt(r['phi'])}   noisy {fmt(r['phi_noisy'])}   threshold {fmt(r['threshold'])}")
-        c.print(f"  noise scale {fmt(r['noise_scale'])} (Laplace per output, D_p R / eps)   sampler {r['sampler']}")
-        c.print(f"  guarantee   (epsilon = {fmt(g['epsilon'])}, delta = {fmt(g['delta'])}) for inputs within "
-                f"{fmt(g['radius'])} in {g['metric']}")
+        if g is None:
+            c.print(f"  phi         {fmt(r['phi'])} (lower than exact: a step was undecided)")
+            c.print("  guarantee   none: the query was refused before any noise was drawn")
+        else:
+            c.print(f"  phi         {fmt(r['phi'])}   noisy {fmt(r['phi_noisy'])}   threshold {fmt(r['threshold'])}")
+            c.print(f"  noise scale {fmt(r['noise_scale'])} (Laplace per output, D_p R / eps)   sampler {r['sampler']}")
+            c.print(f"  guarantee   (epsilon = {fmt(g['epsilon'])}, delta = {fmt(g['delta'])}) for inputs within "
+                    f"{fmt(g['radius'])} in {g['metric']}")
+            for claim in g.get("conditional_on", []):
+                c.print(f"  [bold yellow]conditional on[/bold yellow] {claim}")
         c.print(f"  steps       {len(r['steps'])}: " + ", ".join(f"{s['decision']}@{fmt(s['radius'], 4)} ({s['method']})"
                                                             for s in r["steps"]))
         for note in r["notes"]:

@@ -35,7 +35,7 @@ from solvers.memory import TooLarge
 from solvers.norms import parse_norm
 from solvers.rounding import add_up, mul_up
 
-from ..certificate import Status
+from ..certificate import Status, issues
 from .global_result import GlobalLipschitzComparison, GlobalLipschitzResult, norm_conversion
 from .norm_product import fused_blocks, naive_bound
 
@@ -46,6 +46,7 @@ DEFAULT_ACCURACY = {"neuron": 1e-5, "layer": 1e-3}
 
 
 # --------------------------------------------------------------------------------------- API
+@issues
 def global_lipschitz(
     net,
     method: str = "naive",

@@ -38,6 +38,7 @@ from solvers.milp.sound import SoundSolve, sound_solve
 from solvers.rounding import round_up, sqrt_up
 from solvers.runtime import Budget, ProgressCallback, interruptible
 
+from ..certificate import issues
 from .certificate import LipschitzCertificate
 from .live import LiveProgress
 from .anytime import bab_certificate, fast_upper
@@ -46,6 +47,7 @@ from .options import AUTO_MILP_UNSTABLE, DEFAULT_MIP_GAP, LocalOptions, NormQues
 from .witness import WitnessSearch, closed, walk_regions
 
 
+@issues
 def local_lipschitz(
     net: Network,
     center: Sequence[float] | np.ndarray | Box,

@@ -44,6 +44,11 @@ def _collect(guarantees: tuple, what: str) -> list[Guarantee]:
     return items
 
 
+def _claims(items: list[Guarantee]) -> tuple[str, ...]:
+    """Every user claim of the parts: a composed guarantee rests on all of them."""
+    return tuple(c for g in items for c in g.claims)
+
+
 def _total_epsilon(items: list[Guarantee], what: str) -> float:
     total = sum_up([g.epsilon for g in items])
     if not math.isfinite(total):
@@ -57,7 +62,7 @@ def compose(*guarantees: Guarantee | Iterable[Guarantee]) -> Guarantee:
     return Guarantee(
         _total_epsilon(items, "compose"), min(1.0, sum_up([g.delta for g in items])), min(g.alpha for g in items),
         items[0].metric, pac=all(g.pac for g in items), empirical=any(g.empirical for g in items),
-        mechanism=f"compose({len(items)})", parts=tuple(items),
+        mechanism=f"compose({len(items)})", parts=tuple(items), claims=_claims(items),
     )
 
 
@@ -133,7 +138,7 @@ def _scaled(g: Guarantee, h: int, radius: float, label: str) -> Guarantee:
                        f"radius {radius:g} says nothing; chain a guarantee with a smaller epsilon")
     delta = chained_delta(g.epsilon, g.delta, h)
     return Guarantee(epsilon, delta, radius, g.metric, pac=(delta == 0), empirical=g.empirical,
-                     mechanism=label, lipschitz=g.lipschitz, parts=(g,))
+                     mechanism=label, lipschitz=g.lipschitz, parts=(g,), claims=g.claims)
 
 
 def post_process(guarantee: Guarantee, description: str = "post-processing") -> Guarantee:
@@ -173,4 +178,5 @@ def compose_pac(*guarantees: Guarantee | Iterable[Guarantee]) -> Guarantee:
     return Guarantee(
         _total_epsilon(items, "compose_pac"), _pac_delta([g.delta for g in items]), min(g.alpha for g in items), items[0].metric,
         pac=True, empirical=any(g.empirical for g in items), mechanism=f"compose_pac({len(items)})", parts=tuple(items),
+        claims=_claims(items),
     )

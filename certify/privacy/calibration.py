@@ -48,6 +48,13 @@ class Calibration:
     radius: float | None = None
     metric: str | None = None
     lipschitz: LipschitzSource | None = field(default=None, compare=False)
+    #: what the user asserted and certify did not prove (a typed sensitivity or Lipschitz constant)
+    claims: tuple[str, ...] = ()
+
+    @property
+    def basis(self) -> str:
+        """"user" when the scale rests on `claims`, else "worst-case"."""
+        return "user" if self.claims else "worst-case"
 
     @property
     def parameter(self) -> str:
@@ -66,7 +73,8 @@ class Calibration:
         a = alpha if alpha is not None else (self.radius if self.radius is not None else 1.0)
         m = metric or self.metric or "records"
         return Guarantee(self.epsilon, self.delta, a, m, pac=self.calibration in (PURE, "pac"), empirical=empirical,
-                         mechanism=f"{self.mechanism} ({self.calibration})", lipschitz=self.lipschitz)
+                         mechanism=f"{self.mechanism} ({self.calibration})", lipschitz=self.lipschitz,
+                         claims=() if empirical else self.claims)
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = {
@@ -78,7 +86,10 @@ class Calibration:
             "sensitivity": self.sensitivity,
             "sensitivity_norm": self.sensitivity_norm,
             "calibration": self.calibration,
+            "basis": self.basis,
         }
+        if self.claims:
+            out["conditional_on"] = list(self.claims)
         if self.radius is not None:
             out["radius"] = self.radius
             out["metric"] = self.metric
@@ -145,11 +156,14 @@ def input_sensitivity(radius: float, metric: str, input_dim: int | None = None) 
 
 def calibrate(mechanism: str, *, epsilon: float, delta: float | None = None, sensitivity: float | None = None,
               lipschitz: Any = None, radius: float | None = None, calibration: str | None = None,
-              metric: str = "l2", input_dim: int | None = None) -> Calibration:
+              metric: str = "l2", input_dim: int | None = None, model: Any = None) -> Calibration:
     """Calibrate a named mechanism (see the module table); the engine of `certify calibrate`.
 
-    Give either `sensitivity`, or `lipschitz` (a certified upper bound: number or certificate with
-    `upper`) with `radius`; `gauss-input` takes `radius` alone.
+    Give either `sensitivity`, or `lipschitz` (a certified upper bound: a certificate certify
+    issued, or a number) with `radius`; `gauss-input` takes `radius` alone. A typed sensitivity
+    or Lipschitz constant is the user's claim: the calibration's `basis` is then "user" and
+    `claims` names it. `model`: the model the noise is for; a certificate of another network is
+    refused.
     """
     key = str(mechanism).strip().lower()
     if key not in MECHANISMS:
@@ -161,8 +175,10 @@ def calibrate(mechanism: str, *, epsilon: float, delta: float | None = None, sen
         # the stated guarantee false)
         raise BadInput("give either --sensitivity, or --radius (with --lipschitz for output mechanisms), not both")
     src: LipschitzSource | None = None
+    claims: tuple[str, ...] = ()
     if sensitivity is not None:
         sens = check_sensitivity(sensitivity)
+        claims = (f"the sensitivity {sens:g} given by the user, not verified by certify",)
     elif kind == "input":
         if lipschitz is not None:
             raise BadInput("gauss-input adds noise to the input: its sensitivity is the radius, it takes no --lipschitz")
@@ -176,8 +192,9 @@ def calibrate(mechanism: str, *, epsilon: float, delta: float | None = None, sen
             what = f"the {need}-output Lipschitz constant" if kind == "output" else "a Lipschitz constant"
             raise BadInput(f"{key} needs --sensitivity S, or --lipschitz L ({what}) with --radius A")
         radius = check_radius(radius)
-        src = lipschitz_source(lipschitz, input_norm=metric, output_norm=need, what="lipschitz")
+        src = lipschitz_source(lipschitz, input_norm=metric, output_norm=need, what="lipschitz", model=model)
         sens = finite_sensitivity(mul_up(src.value, radius), f"L x radius = {src.value:g} x {radius:g}")
+        claims = tuple(c for c in (src.claim(),) if c)
     cal = calibrate_noise(family, epsilon=epsilon, delta=delta, sensitivity=sens, calibration=calibration, mechanism=key)
     return Calibration(key, family, cal.scale, cal.epsilon, cal.delta, sens, cal.calibration,
-                       radius, metric if radius is not None else None, src)
+                       radius, metric if radius is not None else None, src, claims)

@@ -29,6 +29,11 @@ class Guarantee:
     - `mechanism`: what produced it (mechanism and calibration, or the accounting step).
     - `lipschitz`: the Lipschitz bound the noise was calibrated from, when there was one.
     - `parts`: the guarantees an accounting step combined.
+    - `claims`: what the user asserted and certify did not prove (a typed Lipschitz constant or
+      sensitivity, a trusted global bound): the guarantee holds only if they are true.
+
+    `basis` says in one word what it rests on: "worst-case" (proven by certify: certified
+    constants, closed-form sensitivities), "user" (conditional on `claims`), "empirical".
     """
 
     epsilon: float
@@ -40,6 +45,7 @@ class Guarantee:
     mechanism: str = ""
     lipschitz: LipschitzSource | None = None
     parts: tuple["Guarantee", ...] = field(default=(), repr=False)
+    claims: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         eps = as_number(self.epsilon, "guarantee epsilon")
@@ -56,8 +62,14 @@ class Guarantee:
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "delta", delta)
         object.__setattr__(self, "alpha", alpha)
+        object.__setattr__(self, "claims", tuple(dict.fromkeys(str(c) for c in self.claims)))
         if delta == 0:
             object.__setattr__(self, "pac", True)
+
+    @property
+    def basis(self) -> str:
+        """"empirical" (a sampled sensitivity), "user" (conditional on `claims`) or "worst-case"."""
+        return "empirical" if self.empirical else "user" if self.claims else "worst-case"
 
     @property
     def pure(self) -> bool:
@@ -78,9 +90,11 @@ class Guarantee:
             "alpha": self.alpha,
             "metric": self.metric,
             "pac": self.pac,
-            "basis": "empirical" if self.empirical else "worst-case",
+            "basis": self.basis,
             "mechanism": self.mechanism,
         }
+        if self.claims:
+            out["conditional_on"] = list(self.claims)
         if self.vacuous:
             out["vacuous"] = True
         if self.lipschitz is not None:
@@ -96,6 +110,8 @@ class Guarantee:
             text = f"(epsilon = {self.epsilon:.6g}, delta = {self.delta:.3g})-DP for datasets differing in {self.alpha:g} record(s)"
         if self.empirical:
             text += " [EMPIRICAL sensitivity: not a worst-case guarantee]"
+        if self.claims:
+            text += " [CONDITIONAL on claims certify did not verify: " + "; ".join(self.claims) + "]"
         if self.vacuous:
             text += " [vacuous: delta = 1]"
         return text

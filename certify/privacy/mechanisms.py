@@ -28,7 +28,7 @@ from .calibration import Calibration, calibrate_noise, finite_sensitivity, input
 from .guarantee import Guarantee
 from .params import check_count, check_epsilon, check_metric, check_radius, check_sensitivity, mul_up
 from .provenance import LipschitzSource, lipschitz_source
-from .sampling import Sampler, SecureSampler, make_sampler
+from .sampling import Sampler, SecureSampler, make_sampler, sampler_label
 
 
 def as_function(model: Any) -> Callable[[np.ndarray], np.ndarray]:
@@ -83,7 +83,8 @@ class Mechanism:
     sensitivity: float
 
     def _setup(self, family: str, *, epsilon: float, delta: float | None, sensitivity: float, calibration: str | None,
-               sampler: Any, alpha: float, metric: str, lipschitz: LipschitzSource | None, empirical: bool = False) -> None:
+               sampler: Any, alpha: float, metric: str, lipschitz: LipschitzSource | None, empirical: bool = False,
+               claims: tuple[str, ...] = ()) -> None:
         self.sampler = make_sampler(sampler)
         self.sensitivity = sensitivity
         self.notes: list[str] = []
@@ -104,7 +105,7 @@ class Mechanism:
         cal = calibrate_noise(family, epsilon=epsilon, delta=delta, sensitivity=budget, calibration=calibration,
                               mechanism=self.name)
         self.calibration = Calibration(self.name, family, cal.scale, cal.epsilon, cal.delta, budget, cal.calibration,
-                                       alpha, metric, lipschitz)
+                                       alpha, metric, lipschitz, claims)
         self.guarantee = self.calibration.guarantee(alpha=alpha, metric=metric, empirical=empirical)
 
     @property
@@ -125,7 +126,7 @@ class Mechanism:
     def to_dict(self) -> dict:
         out = self.calibration.to_dict()
         out.update(mechanism=self.name, sensitivity=self.sensitivity, calibrated_sensitivity=self.calibration.sensitivity,
-                   sampler=self.sampler.name, guarantee=self.guarantee.to_dict())
+                   sampler=sampler_label(self.sampler), guarantee=self.guarantee.to_dict())
         if self.notes:
             out["notes"] = list(self.notes)
         return out
@@ -133,7 +134,7 @@ class Mechanism:
     def __repr__(self) -> str:
         n = self.noise
         return (f"{type(self).__name__}({n.parameter}={n.scale:.6g} ({self.calibration.calibration} calibration); "
-                f"{self.guarantee.describe()}; sampler={self.sampler.name})")
+                f"{self.guarantee.describe()}; sampler={sampler_label(self.sampler)})")
 
 
 class OutputPerturbation(Mechanism):
@@ -149,11 +150,13 @@ class OutputPerturbation(Mechanism):
         alpha = check_radius(alpha, "alpha")
         check_epsilon(epsilon)
         norm = "l2" if self.family == "gaussian" else "l1"
-        src = lipschitz_source(lipschitz, input_norm=metric, output_norm=norm, what=f"{self.name} lipschitz")
+        src = lipschitz_source(lipschitz, input_norm=metric, output_norm=norm, what=f"{self.name} lipschitz",
+                               model=model)
         sensitivity = finite_sensitivity(mul_up(src.value, alpha), f"L x alpha = {src.value:g} x {alpha:g}")
         self._source = src
         self._setup(self.family, epsilon=epsilon, delta=delta, sensitivity=sensitivity, calibration=calibration,
-                    sampler=sampler, alpha=alpha, metric=metric, lipschitz=src)
+                    sampler=sampler, alpha=alpha, metric=metric, lipschitz=src,
+                    claims=tuple(c for c in (src.claim(),) if c))
 
     def release(self, x: Any) -> np.ndarray:
         """Noisy outputs f(x) + Z for one input (d,) or a batch (n, d); inputs outside the box of a
@@ -275,8 +278,9 @@ class NoisyQuery(Mechanism):
                 "does not show it never changes, and calibrating from 0 would release it without noise; sample "
                 "more pairs, or give a worst-case sensitivity you can justify"
             )
+        claims = () if empirical else (f"the sensitivity {sensitivity:g} given by the user, not verified by certify",)
         self._setup(self.name, epsilon=epsilon, delta=delta, sensitivity=sensitivity, calibration=calibration,
-                    sampler=sampler, alpha=alpha, metric=metric, lipschitz=None, empirical=empirical)
+                    sampler=sampler, alpha=alpha, metric=metric, lipschitz=None, empirical=empirical, claims=claims)
 
     def release(self, value: Any) -> np.ndarray:
         return self._perturb(_as_batch(value, "query value"), self.sensitivity)

@@ -120,6 +120,16 @@ class SecureSampler:
         return f"SecureSampler({'SystemRandom' if self.cryptographic else type(self.source).__name__ + ', NOT cryptographic'})"
 
 
+def sampler_label(sampler: Any) -> str:
+    """How a sampler is described in results: "secure" only for exact noise from the OS CSPRNG."""
+    if isinstance(sampler, SecureSampler):
+        return "secure" if sampler.cryptographic else \
+            f"exact discrete noise from a seeded {type(sampler.source).__name__} (NOT secure, for tests)"
+    if isinstance(sampler, NumpySampler):
+        return "numpy (float noise, NOT secure: for experiments)"
+    return f"{getattr(sampler, 'name', type(sampler).__name__)} (user sampler, not checked by certify)"
+
+
 def make_sampler(spec: Any = None) -> Sampler:
     """"secure" (default) | "numpy" | an int seed or numpy Generator (numpy) | a sampler object."""
     if spec is None or (isinstance(spec, str) and spec.lower() == "secure"):

@@ -150,7 +150,7 @@ class TestGrid:
     def to_dict(self) -> dict:
         return {"radius": self.radius, "steps_per_radius": self.steps, "step": float(self.step),
                 "max_index": self.max_index, "max_radius": self.max_radius, "threshold_units": self.threshold_units,
-                "threshold": self.threshold, "noise_units": float(self.noise_units),
+                "threshold": self.threshold, "noise_scale_units": float(self.noise_units),
                 "noise_scale": self.noise_radius_scale}
 
 

@@ -6,7 +6,9 @@ proven to violate (None when not proven: the search stopped at the cap, or a ste
 undecided). Status: "optimal" when R* is bracketed by two adjacent grid radii, both proven;
 "certified" when the answer is final but one-sided (R* >= the largest radius searched, or
 R* < R proven); otherwise the status of the undecided step (time_limit, interrupted, open_gap),
-in which case `decided` is False and the privacy argument does not cover the query.
+in which case `decided` is False and the privacy argument does not cover the query: such a
+query is refused before any noise is drawn (`refusal` says why; `guarantee`, `output` and
+`phi_noisy` are None).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ class PtrResult(Certificate):
     released: bool = False
     output: np.ndarray | None = None
     phi: float = 0.0
-    phi_noisy: float = 0.0
+    phi_noisy: float | None = 0.0
     threshold: float = 0.0
     noise_scale: float = 0.0
     r_star: float | None = None
@@ -46,13 +48,16 @@ class PtrResult(Certificate):
     sampler: str = "secure"
     test: dict = field(default_factory=dict)
     point: np.ndarray | None = None
+    refusal: str | None = None
 
     def _extra_dict(self) -> dict[str, Any]:
         g = None if self.guarantee is None else {**self.guarantee.to_dict(), "radius": self.guarantee.alpha}
         return {"guarantee": to_jsonable(g), "grid_index": self.test.get("index")}
 
     def __str__(self) -> str:
-        what = "released" if self.released else "refused (bottom)"
+        if self.refusal is not None:
+            return f"PTR refused, no guarantee: {self.refusal}"
+        what = "released" if self.released else "not released (bottom)"
         return (f"PTR {what}: phi = {self.phi:.6g}, noisy {self.phi_noisy:.6g} vs threshold {self.threshold:.6g}; "
                 f"noise scale {self.noise_scale:.6g}; {self.guarantee.describe() if self.guarantee else ''}")
 

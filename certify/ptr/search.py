@@ -42,6 +42,7 @@ from solvers.runtime import Budget, interrupted
 from ..certificate import Status, to_jsonable
 from ..errors import BadInput
 from .bounds import global_upper, jacobian_upper, sampled_lower
+from .claims import refuted
 from .decide import ACCEPT, REJECT, UNDECIDED, bab_decide, milp_decide
 from .grid import TestGrid
 from .shared import SharedBounds
@@ -122,6 +123,8 @@ class StabilitySearch:
         self.samples, self.use_milp = samples, use_milp
         self.budget = Budget(time_limit)
         self._global = global_bound
+        # a global bound taken on the user's word (`claims`): every replayed witness is checked against it
+        self.claimed_global: float | None = None
         self.uppers: dict[int, float] = {}               # grid index -> proven upper bound of its box
         # witnesses and box bounds, possibly shared with other queries on this network (`shared`)
         self.shared = SharedBounds(net, input_norm, output_norm) if shared is None else shared
@@ -156,6 +159,8 @@ class StabilitySearch:
             self.shared.add_upper(np.asarray(box.lo), np.asarray(box.hi), value)
 
     def add_witness(self, x: np.ndarray, value: float) -> None:
+        if self.claimed_global is not None and value > self.claimed_global:
+            raise refuted(self.claimed_global, x, value, self.p, self.q)
         self.shared.add_witness(x, value)
 
     def _cached(self, k: int, proposal: float) -> tuple[str, float | None, float | None, np.ndarray | None] | None:
@@ -186,10 +191,26 @@ class StabilitySearch:
     def decide(self, k: int, proposal: float) -> Step:
         t0 = time.perf_counter()
         radius = self.grid.radius_at(k)
+        # one budget for the whole step from its start (the step limit, or what is left of the query's):
+        # the cheap bounds and the samples count too, and every stage after them gets what they left
+        # (each stage ends soon after its deadline; the step ends undecided, never on an unproven
+        # answer, when the budget runs out)
+        rem = self.budget.remaining()
+        limits = [v for v in (self.step_time_limit, None if rem is None else max(rem, 0.0)) if v is not None]
+        budget = Budget(min(limits) if limits else None, start=t0)
+
+        def share(fraction: float) -> Budget:  # a budget of a fraction of what is left of the step's
+            left = budget.remaining()
+            return Budget(None if left is None else max(left, 0.0) * fraction)
 
         def step(decision, method, lower, upper, status=Status.CERTIFIED, witness=None, notes=()) -> Step:
             return Step(k, radius, proposal, decision, method, lower, upper, status, time.perf_counter() - t0,
                         witness, list(notes))
+
+        def out_of_time(method: str, notes: list[str]) -> Step:
+            lower, w = self._lower_in(k)
+            return step(UNDECIDED, method, lower, self.uppers.get(k),
+                        Status.INTERRUPTED if interrupted() else Status.TIME_LIMIT, w, notes)
 
         hit = self._cached(k, proposal)
         if hit is not None:
@@ -197,30 +218,30 @@ class StabilitySearch:
         if self.global_bound <= proposal:
             self.add_upper(self.grid.max_index, self.global_bound)
             return step(ACCEPT, "global", None, self.global_bound)
+        if budget.expired():
+            return out_of_time("none", ["no time left for this step"])
         box = self.box(k)
         lo, hi = np.array(box.lo), np.array(box.hi)
         if k not in self._interval:
-            self._interval.add(k)
-            self.add_upper(k, jacobian_upper(self.net, lo, hi, self.p, self.q))
+            self.add_upper(k, jacobian_upper(self.net, lo, hi, self.p, self.q, deadline=budget.deadline))
+            if not budget.expired():  # (a bound cut short by the deadline is computed again next time)
+                self._interval.add(k)
             if self.uppers[k] <= proposal:
                 return step(ACCEPT, "interval", None, self.uppers[k])
         if k not in self._sampled:
-            self._sampled.add(k)
-            for w, v in sampled_lower(self.net, lo, hi, self.p, self.q, self.samples, seed=k + 1):
+            for w, v in sampled_lower(self.net, lo, hi, self.p, self.q, self.samples, seed=k + 1,
+                                      deadline=budget.deadline):
                 self.add_witness(w, v)
+            if not budget.expired():
+                self._sampled.add(k)
             lower, w = self._lower_in(k)
             if lower is not None and lower > proposal:
                 return step(REJECT, "samples", lower, self.uppers.get(k), witness=w)
-        rem = self.budget.remaining()
-        limit = self.step_time_limit if rem is None else min(self.step_time_limit, max(rem, 0.0))
-        if limit <= 0 or interrupted():
-            lower, w = self._lower_in(k)
-            return step(UNDECIDED, "none", lower, self.uppers.get(k), Status.INTERRUPTED if interrupted()
-                        else Status.TIME_LIMIT, w, ["no time left for this step"])
-        budget = Budget(limit)
+        if budget.expired():
+            return out_of_time("none", ["no time left for this step"])
         if k == self.grid.max_index and self._stream and k not in self._aligned:
             self._aligned.add(k)
-            upper = self._accept_aligned(k, proposal, Budget(limit * ALIGNED_SHARE))
+            upper = self._accept_aligned(k, proposal, share(ALIGNED_SHARE))
             if upper is not None:
                 lower, w = self._lower_in(k)
                 return step(ACCEPT, "milp-aligned", lower, upper, witness=w,
@@ -232,15 +253,20 @@ class StabilitySearch:
                 status = Status.CERTIFIED if d.decision != UNDECIDED else Status.TIME_LIMIT
                 return step(d.decision, "split", lower, self.uppers.get(k), status, w,
                             [f"input splitting: {d.nodes} boxes ({d.stop})"])
+            if budget.expired():
+                return out_of_time("split", [f"input splitting: {d.nodes} boxes ({d.stop})",
+                                             "no time left for this step"])
         if not self.use_milp:
             lower, w = self._lower_in(k)
             return step(UNDECIDED, "bounds", lower, self.uppers.get(k), Status.OPEN_GAP, w,
                         ["the MILP stage is switched off"])
         if self.net.input_dim <= BAB_INPUTS:
-            d = bab_decide(self.net, box, self.p, self.q, proposal, Budget(budget.remaining() * BAB_SHARE))
+            d = bab_decide(self.net, box, self.p, self.q, proposal, share(BAB_SHARE))
             lower, w = self._record(k, d)
             if d.decision != UNDECIDED:
                 return step(d.decision, "bab", lower, self.uppers.get(k), d.status, w, d.notes)
+            if budget.expired():
+                return out_of_time("bab", d.notes + ["no time left for this step"])
         d = milp_decide(self.net, box, self.p, self.q, proposal, budget, backend=self.backend, threads=self.threads)
         lower, w = self._record(k, d)
         return step(d.decision, "milp", lower, self.uppers.get(k), d.status, w, d.notes)

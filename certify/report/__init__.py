@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..lazy import lazy_getattr
 
 _LAZY = {"sensitivity_report": "build", "comparable": "build", "load_report_schema": "build", "SCHEMA": "build",
-         "network_sha256": "build", "render_html": "html"}
+         "render_html": "html"}
 
 
 __getattr__ = lazy_getattr(__name__, _LAZY)

@@ -9,8 +9,9 @@ resumable through JSON lines in the output directory):
    between them (the "release rate vs proposal" curve); the expected release rate of a value is
    the mean over points of Pr[test passes | k(x)].
 
-`run.json` records the settings a directory was started with: resuming with other settings is
-refused rather than mixed. The report (`report.json`, schema `certify.report/1` in
+`run.json` holds the run identity (`certify.runs`: settings, model, one hash per point): rerunning
+the same run resumes, another run in the same directory is refused rather than mixed (unless
+`overwrite`: its files are deleted). The report (`report.json`, schema `certify.report/1` in
 `certify/schema/report.schema.json`; `report.html`) is written at the end.
 """
 
@@ -27,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from models.ir import Affine, Network
+from models.ir import Network
 
-from ..batch import run_batch
+from ..batch import read_done, run_batch
 from ..certificate import to_jsonable
 from ..errors import BadInput
 from ..privacy.params import check_metric
@@ -37,6 +38,7 @@ from ..ptr.grid import TestGrid
 from ..ptr.mechanism import OUTPUT_NORM
 from ..ptr.proposal import TIE_MARGIN, noise_scale, parse_rules, propose, release_rate
 from ..ptr.search import DEFAULT_STEP_TIME_LIMIT
+from ..runs import RunIdentity, claim_directory, item_sha256
 from .tasks import certify_point, search_point
 
 SCHEMA = "certify.report/1"
@@ -50,27 +52,8 @@ QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99)
 EPSILONS = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 #: fields whose values depend on the run (time, machine), not on the inputs
 VOLATILE = ("created", "seconds", "timing", "machine", "wall_seconds")
-
-
-def network_sha256(net: Network) -> str:
-    """A hash of the network's layers (weights, biases, ReLU sizes) and shapes."""
-    h = hashlib.sha256()
-    h.update(repr((tuple(net.input_shape), tuple(net.output_shape))).encode())
-    for layer in net.layers:
-        if isinstance(layer, Affine):
-            h.update(b"A" + np.asarray(layer.weight.shape, dtype=np.int64).tobytes())
-            h.update(layer.weight.tobytes() + layer.bias.tobytes())
-        else:
-            h.update(b"R" + np.int64(layer.size).tobytes())
-    return h.hexdigest()
-
-
-def file_sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+JOURNALS = ("certificates.jsonl", "searches.jsonl")  # the resumable passes, in run order
+PRODUCTS = ("report.json", "report.html")
 
 
 def versions() -> dict[str, str | None]:
@@ -109,29 +92,6 @@ def curve_values(uppers: np.ndarray, proposals: list[float], global_bound: float
     return sorted(set(float(v) for v in grid) | set(proposals))
 
 
-def _fingerprint(settings: dict, model_hash: str, data: np.ndarray) -> dict:
-    return {"schema": SCHEMA, "model_sha256": model_hash, "data_sha256": hashlib.sha256(data.tobytes()).hexdigest(),
-            "settings": to_jsonable(settings)}
-
-
-def _claim_directory(out: str, fingerprint: dict) -> None:
-    """Start or resume a run in `out`: refused when it holds a run with other inputs or settings."""
-    os.makedirs(out, exist_ok=True)
-    path = os.path.join(out, "run.json")
-    if os.path.exists(path):
-        try:
-            with open(path) as fh:
-                previous = json.load(fh)
-        except (OSError, json.JSONDecodeError):
-            previous = None
-        if previous != fingerprint:
-            raise BadInput(f"{out} holds a report run with other inputs or settings (run.json differs); use another "
-                           "--out directory, or delete it to start over")
-        return
-    with open(path, "w") as fh:
-        json.dump(fingerprint, fh, indent=1)
-
-
 def sensitivity_report(
     net: Network,
     data: Any,
@@ -158,11 +118,13 @@ def sensitivity_report(
     data_source: str | None = None,
     progress: bool | None = None,
     html: bool = True,
+    overwrite: bool = False,
 ) -> dict:
     """Build the PTR-ready sensitivity report of `net` on `data` (an (n, d) array) at radius R.
 
     Returns the report dict (schema `certify.report/1`); with `out`, writes `report.json` and
-    `report.html` there (and the resumable batch files). See the module doc and docs/ptr.md.
+    `report.html` there (and the resumable batch files). `out` holding another run is refused
+    unless `overwrite`. See the module doc and docs/ptr.md.
     """
     if not isinstance(net, Network):
         raise BadInput("net must be a certify Network (load it with certify.load_onnx or certify.from_torch)")
@@ -182,20 +144,22 @@ def sensitivity_report(
 
         for row in x:
             check_point(net, row, domain)
-    model_hash = network_sha256(net)
+    model_hash = net.fingerprint()
     settings = {"radius": grid.radius, "input_norm": p, "output_norm": OUTPUT_NORM, "domain": domain,
                 "epsilon": grid.epsilon, "delta": grid.delta, "rules": list(rules), "grid": grid.to_dict(),
                 "time_limit": time_limit, "step_time_limit": step_time_limit, "search_time_limit": search_time_limit,
                 "curve": curve, "backend": backend, "global_methods": list(global_bounds)}
     files: dict[str, str | None] = {"certificates": None, "searches": None}
+    keys = None
     if out is not None:
-        _claim_directory(out, _fingerprint(settings, model_hash, x))
-        files = {"certificates": os.path.join(out, "certificates.jsonl"),
-                 "searches": os.path.join(out, "searches.jsonl")}
+        keys = [item_sha256(row) for row in x]
+        identity = RunIdentity.of("report", settings, model_hash, keys, "data set")
+        claim_directory(out, identity, journals=JOURNALS, products=PRODUCTS, overwrite=overwrite, check=read_done)
+        files = {"certificates": os.path.join(out, JOURNALS[0]), "searches": os.path.join(out, JOURNALS[1])}
     t0 = time.perf_counter()
     executor = {"workers": workers, "scheduler": scheduler}
     certs = run_batch(certify_point, list(x), out=files["certificates"], workers=workers, scheduler=scheduler,
-                      progress=progress, description="certify",
+                      progress=progress, description="certify", keys=keys,
                       context=dict(net=net, radius=grid.radius, input_norm=p, domain=domain, time_limit=time_limit,
                                    backend=backend, threads=threads))
     t1 = time.perf_counter()
@@ -205,7 +169,7 @@ def sensitivity_report(
     proposals = propose(uppers, grid.radius, grid.epsilon, rules)
     values = curve_values(uppers, [pr.value for pr in proposals], best_global, curve)
     searches = run_batch(search_point, [(x[i], certs[i]) for i in range(len(x))], out=files["searches"],
-                         workers=workers, scheduler=scheduler, progress=progress, description="ptr search",
+                         workers=workers, scheduler=scheduler, progress=progress, description="ptr search", keys=keys,
                          context=dict(net=net, grid=grid, input_norm=p, domain=domain, proposals=values,
                                       step_time_limit=step_time_limit, time_limit=search_time_limit, backend=backend,
                                       threads=threads, global_bound=best_global if math.isfinite(best_global) else None))
@@ -257,6 +221,7 @@ def _assemble(net, x, grid, settings, certs, searches, proposals, values, global
                     for pr in proposals}
         points.append({"index": i, "lower": c["lower"], "upper": c["upper"], "status": c["status"],
                        "exact": c["exact"], "seconds": c["seconds"], "witness": c["witness"], "backend": c["backend"],
+                       "proven_by": c.get("proven_by"),
                        "ptr": ptr_rows})
     statuses: dict[str, int] = {}
     for c in certs:
@@ -304,7 +269,9 @@ def _notes(certs: list[dict], props: list[dict]) -> list[str]:
                      "upper bounds are still proven, so the proposals built on them are larger, never unsound")
     undecided = [p["rule"] for p in props if p["decided_fraction"] < 1]
     if undecided:
-        notes.append("some PTR searches had undecided steps (counted as violations) for: " + ", ".join(undecided))
+        notes.append("some PTR searches had undecided steps for: " + ", ".join(undecided) + "; certify refuses such "
+                     "queries before drawing any noise (no release, no guarantee), so their release probability is "
+                     "counted as 0; raise the step time limit")
     return notes
 
 
@@ -324,4 +291,4 @@ def load_report_schema() -> dict:
         return json.load(fh)
 
 
-__all__ = ["SCHEMA", "VOLATILE", "comparable", "load_report_schema", "network_sha256", "sensitivity_report"]
+__all__ = ["SCHEMA", "VOLATILE", "comparable", "load_report_schema", "sensitivity_report"]

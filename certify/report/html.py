@@ -113,8 +113,9 @@ def render_html(report: dict) -> str:
                        [[p["rule"], p["value"], p["noise_scale"], p["release_rate"], p["holds_at_radius"],
                          p["decided_fraction"]] for p in props])
     rules = [p["rule"] for p in props]
-    per_point = _table(["#", "lower", "upper", "status", "seconds"] + [f"release p ({r})" for r in rules],
-                       [[pt["index"], pt["lower"], pt["upper"], pt["status"], pt["seconds"]]
+    per_point = _table(["#", "lower", "upper", "upper proven by", "status", "seconds"]
+                       + [f"release p ({r})" for r in rules],
+                       [[pt["index"], pt["lower"], pt["upper"], pt.get("proven_by") or "", pt["status"], pt["seconds"]]
                         + [pt["ptr"][r]["release_probability"] for r in rules] for pt in report["points"]])
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in report["notes"])
     tool = ", ".join(f"{html.escape(k)} {html.escape(str(v))}" for k, v in report["tool"].items() if v)
@@ -123,9 +124,11 @@ def render_html(report: dict) -> str:
 <html lang="en"><head><meta charset="utf-8"><title>certify sensitivity report: {html.escape(m['name'])}</title>
 <style>{CSS}</style></head><body>
 <h1>PTR sensitivity report: {html.escape(m['name'])}</h1>
-<p class="note">Generated {html.escape(report['created'])} by {tool}. Every constant below is a certified upper
-bound (MILP dual bound re-proven outside the solver) with a replayed lower bound; proposals are computed from the
-upper bounds. Release rates are the expected pass rates of certify's PTR test on these points.</p>
+<p class="note">Generated {html.escape(report['created'])} by {tool}. Every constant below is a proven upper
+bound of the local Lipschitz constant (proven by the method each point's row names: a MILP bound re-proven outside
+the solver, the Lipschitz branch-and-bound, or a sound interval bound) with a lower bound from a replayed witness;
+proposals are computed from the upper bounds. Release rates are the expected pass rates of certify's PTR test on these
+points; a query whose search is not decided is refused before its test and counts as never released.</p>
 <h2>Summary</h2>{summary}
 <h2>Certified local constants</h2>{stats}
 <div class="grid">{img("histogram", "histogram of certified local constants with the proposals marked")}</div>

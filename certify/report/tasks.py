@@ -30,11 +30,23 @@ def certify_point(index: int, point: Any, *, net: Network, radius: float, input_
                            time_limit=time_limit, backend=backend, threads=threads)
     # a certificate cut short by its time limit can end above the interval-Jacobian bound; both are
     # proven upper bounds, so the smaller one is kept (tighter proposals, never unsound)
-    upper = cert.upper if cert.exact else min(cert.upper, jacobian_upper(net, np.array(box.lo), np.array(box.hi),
-                                                                          input_norm, OUTPUT_NORM))
+    upper, proven_by = cert.upper, _proof_name(cert)
+    if not cert.exact:
+        interval = jacobian_upper(net, np.array(box.lo), np.array(box.hi), input_norm, OUTPUT_NORM)
+        if interval < upper:
+            upper, proven_by = interval, "interval Jacobian bound"
     return to_jsonable({"lower": cert.lower, "upper": upper, "status": cert.status, "exact": cert.exact,
                         "seconds": cert.seconds, "witness": cert.witness, "backend": cert.backend,
-                        "unstable": cert.unstable})
+                        "unstable": cert.unstable, "proven_by": proven_by})
+
+
+def _proof_name(cert: Any) -> str:
+    """What proved a local certificate's upper bound, in words for the report."""
+    if cert.method == "milp":
+        return f"MILP bound ({cert.backend}) re-proven outside the solver"
+    if cert.method == "bab":
+        return "Lipschitz branch-and-bound"
+    return f"{cert.method} bound"
 
 
 def search_point(index: int, item: tuple[Any, dict], *, net: Network, grid: TestGrid, input_norm: str, domain: Any,
@@ -53,8 +65,10 @@ def search_point(index: int, item: tuple[Any, dict], *, net: Network, grid: Test
     rows = []
     for value in proposals:
         found = search.search(value)
+        # an undecided search is refused before its test (certify.ptr.mechanism): it never releases
         rows.append({"proposal": value, "index": found.index, "phi": grid.phi(found.index),
-                     "release_probability": grid.release_probability(found.index), "decided": found.decided,
+                     "release_probability": grid.release_probability(found.index) if found.decided else 0.0,
+                     "decided": found.decided,
                      "steps": len(found.steps), "seconds": sum(s.seconds for s in found.steps),
                      "methods": dict(Counter(s.method for s in found.steps))})
     return {"searches": rows}
@@ -73,6 +87,7 @@ def ptr_point(index: int, point: Any, *, net: Network, radius: float, epsilon: f
             time_limit=time_limit, backend=backend, threads=threads)
     return to_jsonable({"released": r.released, "output": r.output, "phi": r.phi, "r_star": r.r_star,
                         "status": r.status, "decided": r.decided, "steps": len(r.steps), "seconds": r.seconds,
+                        "guarantee": None if r.guarantee is None else r.guarantee.to_dict(), "refusal": r.refusal,
                         "methods": dict(Counter(s.method for s in r.steps))})
 
 

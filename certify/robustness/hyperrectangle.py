@@ -35,6 +35,7 @@ from solvers.blas import single_threaded_blas
 from solvers.milp.robustness import build_side_milp
 from solvers.runtime import Budget, Progress, ProgressCallback, interrupted, interruptible
 
+from ..certificate import issue
 from ..errors import BadInput
 from .attack import FlipAttack
 from .certificate import RobustnessHyperrectangle
@@ -83,7 +84,7 @@ def robustness_hyperrectangle(
     opts = SearchOptions.of(exact=exact, **options)
     budget = Budget(opts.time_limit, start=t0)
     with interruptible(), single_threaded_blas():
-        return _Grow(question, opts, budget, progress).run()
+        return issue(_Grow(question, opts, budget, progress).run(), classifier)
 
 
 @dataclass

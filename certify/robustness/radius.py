@@ -37,6 +37,7 @@ from solvers.norms import parse_norm
 from solvers.rounding import down, sqrt_up, up
 from solvers.runtime import Budget, ProgressCallback, interrupted, interruptible
 
+from ..certificate import issue
 from ..errors import BadInput
 from .attack import FlipAttack
 from .certificate import RobustnessRadius
@@ -94,7 +95,7 @@ def robustness_radius(
     limit = parse_max_radius(max_radius)
     budget = Budget(opts.time_limit, start=t0)
     with interruptible(), single_threaded_blas():
-        return _RadiusSearch(question, norm, opts, limit, budget, progress).run()
+        return issue(_RadiusSearch(question, norm, opts, limit, budget, progress).run(), classifier)
 
 
 class _RadiusSearch:

@@ -22,6 +22,7 @@ from models.errors import BadInput
 from models.ir import Network
 from solvers.blas import single_threaded_blas
 
+from ..certificate import issue
 from .attack import Falsifier
 from .batch_bounds import BatchedSymbolicBounds
 from .node_bounds import NodeBounder
@@ -101,9 +102,9 @@ def _verify(model, spec, timeout, reference, seed, bounder, attack_seconds, max_
     deadline = t0 + float(timeout)
     common: dict[str, Any] = {"model": name, "vnnlib": spec.source, "certified": True}
     if spec.is_empty:
-        return VerificationResult.build("unsat", lower=None, upper=-math.inf, box=None, nodes=0,
-                                        seconds=time.perf_counter() - t0, notes=notes + ["every clause of the property is empty"],
-                                        **common)
+        return issue(VerificationResult.build("unsat", lower=None, upper=-math.inf, box=None, nodes=0,
+                                              seconds=time.perf_counter() - t0,
+                                              notes=notes + ["every clause of the property is empty"], **common), net)
     lo, hi = spec.hull()
     box = Box.from_bounds(lo, hi)
     regions = spec.regions()
@@ -118,9 +119,9 @@ def _verify(model, spec, timeout, reference, seed, bounder, attack_seconds, max_
     details: dict[str, Any] = {"attack": {"seconds": attack_time, "points": attack.points}}
     if attack.counterexample is not None:
         details["found_by"] = "attack"
-        return VerificationResult.build("sat", cex=attack.counterexample, lower=attack.counterexample.margin, upper=None,
-                                        box=box, nodes=0, seconds=time.perf_counter() - t0, notes=notes,
-                                        details=details, **common)
+        return issue(VerificationResult.build("sat", cex=attack.counterexample, lower=attack.counterexample.margin,
+                                              upper=None, box=box, nodes=0, seconds=time.perf_counter() - t0,
+                                              notes=notes, details=details, **common), net)
 
     bounder = bounder or BatchedSymbolicBounds(net)
     search = InputSplitSearch(falsifier, bounder, batch_size=batch_size, max_split_dims=max_split_dims)
@@ -140,9 +141,9 @@ def _verify(model, spec, timeout, reference, seed, bounder, attack_seconds, max_
         # fused network): never report such a result
         raise RuntimeError(f"internal error: the margin {lower!r} at an input point exceeds the proven bound "
                            f"{out.upper!r}; please report this model and property")
-    return VerificationResult.build(result, cex=out.counterexample, lower=lower, upper=out.upper, box=box,
-                                    nodes=out.nodes, seconds=time.perf_counter() - t0, notes=notes,
-                                    details=details, **common)
+    return issue(VerificationResult.build(result, cex=out.counterexample, lower=lower, upper=out.upper, box=box,
+                                          nodes=out.nodes, seconds=time.perf_counter() - t0, notes=notes,
+                                          details=details, **common), net)
 
 
 __all__ = ["verify"]
