@@ -36,7 +36,9 @@ class RobustnessRadius(_PointResult):
     - `lower` is proven: no input at distance < lower changes the class (the sound-solve bound of
       the MILP, or the fast bound); `upper` is the distance (rounded up) of `counterexample`, a
       point replayed in float64 and onnxruntime whose class changed (ties count). `radius` is
-      `upper` when the interval closed (status "optimal"), else None.
+      `upper` when the interval closed (status "optimal": upper - lower <= `gap_tolerance`, the
+      larger of 1e-6 of upper and 4 ulps of the runtime's input type at the counterexample's
+      largest moving coordinate), else None.
     - status "robust_within": no flip within `max_radius` (or anywhere in the domain): lower is
       that radius and upper is None. "open_gap": the search finished without closing (e.g. only
       the fast bound was asked for, or l2 bounded through the l1/linf radii); "time_limit",
@@ -63,6 +65,7 @@ class RobustnessRadius(_PointResult):
     solver: dict = field(default_factory=dict)
     attack: dict = field(default_factory=dict)
     replay: dict | None = None
+    gap_tolerance: float | None = None
 
     @property
     def radius(self) -> float | None:

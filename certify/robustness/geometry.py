@@ -1,5 +1,8 @@
 """Norm-ball geometry with directed rounding: distances of counterexamples (rounded up) and boxes
-proven to lie strictly inside a certified ball (checked in exact arithmetic)."""
+proven to lie strictly inside a certified ball (checked in exact arithmetic); and the closest
+point of a polyhedron to x0 in a norm (`closest_point`, float64 LP / least-distance QP), which the
+boundary push (`replay.FlipReplay.push`) uses as a *guide* only: its points are replayed before
+they count."""
 
 from __future__ import annotations
 
@@ -50,6 +53,69 @@ def inner_box(x0: np.ndarray, radius: float, norm: str, movable: np.ndarray, lo:
     return Box.from_bounds(out_lo, out_hi)
 
 
+def closest_point(G: np.ndarray, h: np.ndarray, x0: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                  norm: str) -> np.ndarray | None:
+    """argmin ||x - x0|| over {G x <= h, lo <= x <= hi} (inputs with lo == hi are fixed there), or
+    None when the solver finds none. linf and l1: one LP (HiGHS, tight tolerances); l2: least
+    distance programming by non-negative least squares (Lawson & Hanson, ch. 23). A float64
+    solution, accurate to the solvers' tolerances, never a proof."""
+    from scipy.optimize import linprog, nnls
+
+    x0 = np.asarray(x0, dtype=np.float64).reshape(-1)
+    lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+    if np.any(lo > hi):
+        return None
+    free = lo < hi
+    out = np.where(free, x0, lo)
+    G = np.asarray(G, dtype=np.float64)
+    h = np.asarray(h, dtype=np.float64) - G[:, ~free] @ lo[~free]
+    G = G[:, free]
+    scale = np.max(np.abs(G), axis=1) if G.shape[1] else np.zeros(len(h))
+    if np.any((scale == 0) & (h < 0)) or not np.all(np.isfinite(h)):
+        return None  # a constant row violated: empty
+    keep = scale > 0
+    G, h = G[keep] / scale[keep, None], h[keep] / scale[keep]  # unit rows (the solvers' tolerances are absolute)
+    c, a, b = x0[free], lo[free], hi[free]
+    k = int(free.sum())
+    if k == 0:
+        return out if np.all(h >= 0) else None
+    if norm in ("linf", "l1"):
+        extra = 1 if norm == "linf" else k  # t, or s_i >= |x_i - x0_i|
+        spread = np.ones((k, 1)) if norm == "linf" else np.eye(k)
+        A = np.vstack([np.hstack([G, np.zeros((len(h), extra))]), np.hstack([np.eye(k), -spread]),
+                       np.hstack([-np.eye(k), -spread])])
+        rhs = np.concatenate([h, c, -c])
+        cost = np.r_[np.zeros(k), np.ones(extra)]
+        bounds = [(float(u) if np.isfinite(u) else None, float(v) if np.isfinite(v) else None) for u, v in zip(a, b)]
+        res = linprog(cost, A_ub=A, b_ub=rhs, bounds=bounds + [(0.0, None)] * extra, method="highs",
+                      options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10})
+        if res.status != 0 or res.x is None:
+            return None
+        out[free] = np.clip(res.x[:k], a, b)
+        return out
+    # l2: min ||u|| s.t. A u >= r with u = x - x0 (region rows and the finite bounds as rows); the
+    # NNLS of E = [A^T; r^T], f = e_{k+1} gives u = -res[:k] / res[k] (res = E w - f), and a zero
+    # residual means the set is empty
+    rows, rhs = [-G], [-(h - G @ c)]
+    for sign, bound in ((1.0, a), (-1.0, b)):
+        fin = np.isfinite(bound)
+        rows.append(sign * np.eye(k)[fin])
+        rhs.append(sign * (bound - c)[fin])
+    A, r = np.vstack(rows), np.concatenate(rhs)
+    E = np.vstack([A.T, r[None, :]])
+    f = np.zeros(k + 1)
+    f[-1] = 1.0
+    try:
+        w, _ = nnls(E, f, maxiter=50 * (k + 1 + len(r)))
+    except RuntimeError:  # (no convergence)
+        return None
+    res = E @ w - f
+    if not abs(res[-1]) > 1e-12:
+        return None
+    out[free] = np.clip(c - res[:k] / res[-1], a, b)
+    return out
+
+
 def _corner_inside(side: Fraction, n: int, norm: str, radius: Fraction) -> bool:
     if norm == "linf":
         return side < radius
@@ -65,4 +131,4 @@ def _toward(v: float, x0: float, side: float) -> float:
     return v
 
 
-__all__ = ["RADIUS_NORMS", "cover_radius", "distance_up", "inner_box"]
+__all__ = ["RADIUS_NORMS", "closest_point", "cover_radius", "distance_up", "inner_box"]

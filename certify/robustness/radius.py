@@ -19,6 +19,12 @@ that share one time budget:
 
 `lower` is always proven (fast bound or sound-solve bound); `upper` is a replayed counterexample's
 distance; the status says whether they met (`certify.robustness.certificate.RobustnessRadius`).
+A solver's optimum lies on the decision boundary, where rounding decides (a tie, or no flip, in
+one evaluation): the finishing step pushes it strictly beyond the boundary in both evaluations by
+the smallest move found (`replay.FlipReplay.push`: radially by ulps, or along the boundary's normal
+in its activation region), so that the interval closes as far as floats allow: within
+`gap_tolerance` (1e-6 of the radius, or 4 ulps of the runtime's input type at the
+counterexample's largest moving coordinate, whichever is larger).
 """
 
 from __future__ import annotations
@@ -49,8 +55,15 @@ from .options import SearchOptions, parse_max_radius
 from .question import Classifier, FlipQuestion
 from .replay import Flip, FlipReplay
 
-# relative gap at which lower and upper count as met (status "optimal")
+# lower and upper count as met (status "optimal") when upper - lower <= max(CLOSED_GAP * upper,
+# GRID_ULPS spacings of the runtime's input dtype at the counterexample's largest moving coordinate):
+# a float32 runtime sees inputs on its grid, so no counterexample can be placed closer than that
 CLOSED_GAP = 1e-6
+GRID_ULPS = 4
+# solver optima (closest first) that the finishing step pushes beyond the boundary at most, and
+# the seconds after which it starts no more local LPs
+PUSH_POINTS = 4
+PUSH_SECONDS = 3.0
 # without a domain or a maximum radius the attack grows its radius from this (times max(1, |x0|))
 # up to GROW_LIMIT times it; the MILP then proves what it can within the last radius tried
 GROW_START, GROW_LIMIT = 1e-2, 1e3
@@ -106,6 +119,7 @@ class _RadiusSearch:
         self.live = RadiusProgress(progress, budget)
         self.notes = list(q.notes)
         self.flips: list[Flip] = []
+        self.candidates: list[np.ndarray] = []  # the solvers' optima (in the question's norm), unreplayed
         self.fast = FastRadius(0.0, "none", 0, 0.0)
         self.attack_info: dict = {}
         self.stages: list[ExactStage] = []
@@ -143,6 +157,8 @@ class _RadiusSearch:
         lower = self.fast.lower
         if self.opts.exact and not self._closed(lower) and lower < search and not self.budget.expired():
             lower = self._exact(search, lower)
+        if self.opts.exact:
+            self._push(lower)
         return self._finish(lower, search, cover)
 
     def _grow(self, attack: FlipAttack, deadline: float, start: float, limit: float) -> float:
@@ -188,7 +204,7 @@ class _RadiusSearch:
             nb = self.bounds(q.box(min(box_radius, hi)), share)
             stage = run_exact(
                 q, nb, lambda net, nb: build_radius_milp(net, nb, q.point, norm, rows, t_lo, hi), "min", self.opts,
-                share, settle=lambda x: self.replay.settle(x), to_units=to_radius,
+                share, settle=lambda x: self._settle(x, norm), to_units=to_radius,
                 fallback=objective_units(objective, t_lo), on_progress=self.live.solver_hook(to_radius))
             self.stages.append(stage)
             solved += 1
@@ -253,7 +269,52 @@ class _RadiusSearch:
         r_1 = self._solve("l1", outer, 0.0, up(sqrt_up(n) * outer)) if not self.budget.expired() else 0.0
         return max(lower, min(r_inf, outer), min(down(r_1 / sqrt_up(n)), outer))
 
+    def _settle(self, x: np.ndarray, norm: str) -> Flip | None:
+        """A solver point: kept for the finishing push (when in the question's norm) and settled."""
+        if norm == self.norm:
+            self.candidates.append(np.array(x, dtype=np.float64))
+        return self.replay.settle(x)
+
+    def _push(self, lower: float) -> None:
+        """The finishing step: the solvers' optima (the PUSH_POINTS closest) pushed strictly beyond
+        the decision boundary in both evaluations (`FlipReplay.push`: each stops at a point that
+        closes the interval), then the best counterexample if it still does not close it or is a
+        tie. No local LP starts after the time limit or PUSH_SECONDS (the radial ulp steps are
+        always tried)."""
+        q = self.q
+        closes = lambda f: f.distance - lower <= self._tolerance(f)  # noqa: E731
+        deadline = time.perf_counter() + PUSH_SECONDS
+        if self.budget.deadline is not None:
+            deadline = min(deadline, self.budget.deadline)
+        lo, hi = q.limits()
+        points = sorted(self.candidates, key=lambda x: distance_up(np.clip(x, lo, hi), q.point, self.norm))
+        for x in points[:PUSH_POINTS]:
+            self._add(self.replay.push(x, closes=closes, deadline=deadline))
+        best = self._best(lower)
+        if best is not None and not (best.strict and closes(best)):
+            self._add(self.replay.push(best.x, closes=closes, deadline=deadline))
+
     # ------------------------------------------------------------------ bookkeeping
+    def _tolerance(self, flip: Flip) -> float:
+        """How far above `lower` the counterexample may lie for the interval to count as closed:
+        CLOSED_GAP of its distance, or GRID_ULPS spacings of the runtime's input dtype at its
+        largest moving coordinate (the runtime rounds inputs to that grid), whichever is larger."""
+        moving = np.abs(flip.x[self.q.movable])
+        big = float(np.max(moving)) if moving.size else 0.0
+        dtype = self.q.classifier.reference.dtype
+        grid = GRID_ULPS * float(np.spacing(dtype(big))) if big > 0 else 0.0
+        return max(CLOSED_GAP * flip.distance, grid)
+
+    def _best(self, lower: float) -> Flip | None:
+        """The counterexample to report: among those that close the interval, a strict one (no tie
+        in either evaluation) first, then the closest; else the closest."""
+        if not self.flips:
+            return None
+        closing = [f for f in self.flips if f.distance - lower <= self._tolerance(f)]
+        if closing:
+            return min(closing, key=lambda f: (not f.strict, f.distance))
+        return min(self.flips, key=lambda f: f.distance)
+
     def _add(self, flip: Flip | None) -> None:
         if flip is not None:
             self.flips.append(flip)
@@ -266,8 +327,8 @@ class _RadiusSearch:
         return min((distance_up(f.x, self.q.point, norm) for f in self.flips), default=math.inf)
 
     def _closed(self, lower: float) -> bool:
-        upper = self._upper()
-        return math.isfinite(upper) and upper - lower <= CLOSED_GAP * upper
+        best = self._best(lower)
+        return best is not None and best.distance - lower <= self._tolerance(best)
 
     def _finish(self, lower: float, search: float, cover: float) -> RobustnessRadius:
         upper = self._upper()
@@ -295,11 +356,13 @@ class _RadiusSearch:
             if not self.opts.exact:
                 self.notes.append("exact=False: the fast certified bound and the attack only")
             elif self.method == "milp":
-                self.notes.append("the proven bound and the best replayed counterexample did not meet within 1e-6 (a "
-                                  "degenerate optimum, or a float32 runtime that needs the point further beyond the "
-                                  "decision boundary)")
-        best = min(self.flips, key=lambda f: f.distance) if self.flips else None
-        return self._certificate(lower, best, status, search)
+                best = self._best(lower)
+                within = "" if best is None else f" ({self._tolerance(best):.3g})"
+                self.notes.append(f"the proven bound and the best replayed counterexample did not meet within the gap "
+                                  f"tolerance{within}: no point strictly beyond the decision boundary in both "
+                                  "evaluations was found close enough to the solver's optimum, or the proof's bound "
+                                  "stayed below it")
+        return self._certificate(lower, self._best(lower), status, search)
 
     def _certificate(self, lower: float, flip: Flip | None, status: str, search: float) -> RobustnessRadius:
         q = self.q
@@ -321,7 +384,8 @@ class _RadiusSearch:
             fast_lower=self.fast.lower, fast_method=self.fast.method, method=self.method,
             backend="+".join(sorted({st.describe()["backend"] for st in self.stages} - {"none"})) or "none",
             mip_gap=self.opts.mip_gap, time_limit=self.opts.time_limit, solver=_solver_summary(self.stages),
-            attack=self.attack_info, replay=None if flip is None else _replay_summary(flip, q))
+            attack=self.attack_info, replay=None if flip is None else _replay_summary(flip, q),
+            gap_tolerance=None if flip is None else self._tolerance(flip))
 
 
 def _solver_summary(stages: list[ExactStage]) -> dict:
