@@ -7,6 +7,74 @@ decompressed or unpickled.
 
 from __future__ import annotations
 
+import os
+import stat
+
+from .errors import BadInput
+from .memory import ENV_VAR, gb, work_left
+
+# what a non-regular file is, by its st_mode type
+_SPECIAL = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _kind(mode: int) -> str | None:
+    """What a non-regular file is ("a directory", "a named pipe (FIFO)", ...), None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((what for test, what in _SPECIAL if test(mode)), "not a regular file")
+
+
+def check_input_file(path: str | os.PathLike, what: str = "input file", error: type[BadInput] = BadInput) -> int:
+    """Refuse (`error`, a `BadInput`) before reading: a missing path, a directory, a device, a FIFO
+    or a socket (reading /dev/zero never ends, a FIFO blocks until a writer comes), and a regular
+    file larger than the memory budget (it is read whole). Returns the file's size in bytes.
+
+    `os.stat` never blocks, whatever the file is."""
+    path = os.fspath(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise error(f"{what} {path} does not exist") from None
+    except OSError as exc:
+        raise error(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    kind = _kind(st.st_mode)
+    if kind is not None:
+        if kind == "a directory":
+            raise error(f"{what} {path} is a directory; give the path of a file")
+        raise error(f"{what} {path} is {kind}, not a regular file; certify reads input files whole: "
+                    "save the data to a regular file first")
+    left, described = work_left()
+    if st.st_size > left:
+        raise error(f"{what} {path} is too large: {gb(st.st_size)}, more than the memory budget of {described}; "
+                    f"use a smaller file, or set {ENV_VAR} (e.g. {ENV_VAR}=32G) if the machine has the memory")
+    return int(st.st_size)
+
+
+def read_input_file(path: str | os.PathLike, what: str = "input file", error: type[BadInput] = BadInput) -> bytes:
+    """The bytes of a regular file (`check_input_file` first). The file is opened without blocking
+    and checked again on the open descriptor, so a path swapped for a FIFO or a device after the
+    check is refused too, and at most its checked size (plus one byte) is read."""
+    path = os.fspath(path)
+    size = check_input_file(path, what, error)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise error(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as fh:
+        kind = _kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise error(f"{what} {path} is {kind}, not a regular file")
+        data = fh.read(size + 1)
+    if len(data) > size:  # grew while being read: what was checked is not what would be read
+        raise error(f"{what} {path} changed while it was read; read it again when it is complete")
+    return data
+
 # (leading bytes, what the file is, what to do); "{path}" is replaced by the file's path
 _SIGNATURES: tuple[tuple[bytes, str, str], ...] = (
     (b"\x1f\x8b", "gzip-compressed", "decompress it first (gunzip -k {path}) and load the .onnx file"),

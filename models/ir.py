@@ -14,6 +14,7 @@ from typing import Iterator, Sequence, Union
 
 import numpy as np
 
+from . import memory
 from .errors import BadInput, ModelError
 
 
@@ -98,6 +99,13 @@ def hash_values(h, values: np.ndarray, block_bytes: int = 1 << 24) -> None:
         h.update((np.asarray(flat[start:start + rows], dtype="<f8") + 0.0).tobytes())
 
 
+def _all_finite(values: np.ndarray, block_bytes: int = 1 << 24) -> bool:
+    """No NaN or inf, checked in row blocks (the boolean mask of a large matrix is never built whole)."""
+    flat = values.reshape(values.shape[0], -1) if values.ndim > 1 else values.reshape(1, -1)
+    rows = max(1, block_bytes // max(flat.shape[1], 1))
+    return all(bool(np.isfinite(flat[s:s + rows]).all()) for s in range(0, flat.shape[0], rows))
+
+
 class Network:
     """A feed-forward network: `layers` applied in order to a flat float64 input vector.
 
@@ -120,6 +128,7 @@ class Network:
         self.output_shape = tuple(int(s) for s in (output_shape or (self.layers[-1].out_dim,)))
         self.name = name
         self._validate()
+        memory.track(self)  # its arrays count as held against CERTIFY_MEMORY_LIMIT while it lives
 
     # ----------------------------------------------------------------------------- structure
     def _validate(self) -> None:
@@ -137,7 +146,7 @@ class Network:
         for i, layer in enumerate(self.layers):
             if isinstance(layer, Affine):
                 for what, arr in (("weights", layer.weight), ("bias", layer.bias)):
-                    if not np.all(np.isfinite(arr)):
+                    if not _all_finite(arr):
                         bad = "NaN" if np.isnan(arr).any() else "inf"
                         raise ModelError(
                             f"layer {i} (affine) {what} contain {bad}; the model cannot be "
@@ -280,18 +289,22 @@ class Network:
         relus = [layer for layer in self.layers if isinstance(layer, ReLU)]
         if len(pattern) != len(relus):
             raise BadInput(f"pattern has {len(pattern)} layers, the network has {len(relus)} ReLU layers")
-        J = np.eye(self.input_dim)
-        k = 0
-        for layer in self.layers:
-            if isinstance(layer, Affine):
-                J = layer.weight @ J
-            else:
-                d = np.asarray(pattern[k], dtype=np.float64)
-                if d.shape != (layer.size,):
-                    raise BadInput(f"pattern {k} has shape {d.shape}, expected ({layer.size},)")
-                J = d[:, None] * J
-                k += 1
-        return J
+        n, widest = self.input_dim, max(layer.out_dim for layer in self.layers)
+        # the identity, J and the next product: checked before the first is allocated
+        with memory.working(8.0 * n * (n + 2 * widest), f"the {self.output_dim} x {n} Jacobian (products up to "
+                            f"{widest} x {n})", "use a Lipschitz bound that needs no Jacobian matrix (certify global)"):
+            J = np.eye(n)
+            k = 0
+            for layer in self.layers:
+                if isinstance(layer, Affine):
+                    J = layer.weight @ J
+                else:
+                    d = np.asarray(pattern[k], dtype=np.float64)
+                    if d.shape != (layer.size,):
+                        raise BadInput(f"pattern {k} has shape {d.shape}, expected ({layer.size},)")
+                    J = d[:, None] * J
+                    k += 1
+            return J
 
     # ----------------------------------------------------------------------------- rewriting
     def fused(self) -> "Network":
@@ -321,7 +334,7 @@ class Network:
         def close() -> float:
             if err_w is None:
                 return 0.0
-            size = np.abs(pending.weight).sum(axis=1) + np.abs(pending.bias)
+            size = _abs_row_sums(pending.weight) + np.abs(pending.bias)
             err = err_w.sum(axis=1) + err_b
             with np.errstate(divide="ignore", invalid="ignore"):
                 rel = np.where(err > 0, err / size, 0.0)
@@ -332,13 +345,22 @@ class Network:
                 if pending is None:
                     pending = layer
                 else:
-                    L, k = np.abs(layer.weight), layer.in_dim + 2
-                    g = k * u / (1.0 - k * u)
-                    prev_w = np.zeros_like(pending.weight) if err_w is None else err_w
-                    prev_b = np.zeros_like(pending.bias) if err_b is None else err_b
-                    err_w = L @ prev_w + g * (L @ np.abs(pending.weight))
-                    err_b = L @ prev_b + g * (L @ np.abs(pending.bias) + np.abs(layer.bias))
-                    pending = Affine(layer.weight @ pending.weight, layer.weight @ pending.bias + layer.bias)
+                    r, (k_in, n) = layer.out_dim, pending.weight.shape
+                    # |W|, |P|, the product, its error bound and two temporaries of the product's size,
+                    # checked before any is allocated (the product stays: it is the fused layer)
+                    need = 8.0 * (r * k_in + k_in * n + (4 + (err_w is not None)) * r * n)
+                    with memory.working(need, f"fusing consecutive affine layers ({r} x {k_in} times {k_in} x {n})",
+                                        "fold the consecutive affine layers of the model before certifying it"):
+                        L, k = np.abs(layer.weight), layer.in_dim + 2
+                        g = k * u / (1.0 - k * u)
+                        # (a zero previous error adds exact zeros: the first product skips them)
+                        prod_err = g * (L @ np.abs(pending.weight))
+                        err_w = prod_err if err_w is None else L @ err_w + prod_err
+                        del prod_err
+                        prev_b = np.zeros_like(pending.bias) if err_b is None else err_b
+                        err_b = L @ prev_b + g * (L @ np.abs(pending.bias) + np.abs(layer.bias))
+                        del L
+                        pending = Affine(layer.weight @ pending.weight, layer.weight @ pending.bias + layer.bias)
             else:
                 if pending is None:
                     pending = Affine(np.eye(layer.size), np.zeros(layer.size))
@@ -403,6 +425,12 @@ class Network:
             if isinstance(exc, BadInput):
                 raise
             raise ModelError(f"cannot read network file {path}: {exc}") from None
+
+
+def _abs_row_sums(values: np.ndarray, block_bytes: int = 1 << 24) -> np.ndarray:
+    """|values|.sum(axis=1) in row blocks (each row's sum is the same: no copy of the whole matrix)."""
+    rows = max(1, block_bytes // (8 * max(values.shape[1], 1)))
+    return np.concatenate([np.abs(values[s:s + rows]).sum(axis=1) for s in range(0, values.shape[0], rows)])
 
 
 def sequential(weights: Sequence[tuple[np.ndarray, np.ndarray]], name: str = "mlp", final_relu: bool = False) -> Network:

@@ -1,17 +1,24 @@
-"""Memory budget for large allocations, and the error for a model that does not fit.
+"""The memory budget: one source of truth for every large allocation certify makes.
 
-A model whose unrolled affine maps cannot be held in memory is bad input ("model too large",
-exit 2 on the command line), never a `MemoryError` or a process killed by the kernel. Before a
-large array is allocated its size is compared with the budget:
+A model, a bound computation or a sample batch that does not fit in memory is bad input ("too
+large", exit 2 on the command line), never a `MemoryError` or a process killed by the kernel.
+Before a large array is allocated its size is compared with the budget:
 
 - `CERTIFY_MEMORY_LIMIT` when set (bytes, or a number with a K/M/G/T suffix in powers of 1000,
-  e.g. `CERTIFY_MEMORY_LIMIT=8G`); otherwise
-- half of the memory available now (`MemAvailable` in /proc/meminfo): the certificate computed
-  after the import needs room for at least one working copy of the network; and, in a process
-  whose address space is capped (`ulimit -v`, RLIMIT_AS), half of the address space left.
+  e.g. `CERTIFY_MEMORY_LIMIT=8G`): the most all of certify's large arrays may hold at once: the
+  networks alive in the process (`held_bytes`) plus the working arrays of the computation; otherwise
+- half of the memory available now (`available_bytes`: the kernel's MemAvailable, the cgroup's
+  memory.max minus memory.current, and the address space left under `ulimit -v`, whichever is
+  smallest), for the new arrays (what is already held is no longer available): the certificate
+  computed after the import needs room for at least one working copy of the network.
 
-Where neither source exists (not Linux, no cap) the budget is unlimited and an allocation that
-still fails is reported the same way.
+Where no source exists (not Linux, no cap) the budget is unlimited and an allocation that still
+fails is reported the same way (`allocating`). `solvers.memory` is this module seen from the
+solvers (same budget, same error).
+
+Computations ask for their working arrays with `require_work` (refuse), `block_rows` (the largest
+row block of a blocked product that fits: all rows when the whole product fits, so results do not
+change where they fit) or `batch_rows` (sample batches).
 """
 
 from __future__ import annotations
@@ -19,17 +26,29 @@ from __future__ import annotations
 import os
 import re
 import resource
+import weakref
 from contextlib import contextmanager
 from typing import Iterator
 
-from .errors import ModelError
+from .errors import BadInput, ModelError
 
 ENV_VAR = "CERTIFY_MEMORY_LIMIT"
 FRACTION = 0.5
 _SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+# working arrays smaller than this are not checked (the check reads /proc: too slow for the many
+# small products of a branch-and-bound); the budget is for what grows with the model
+SMALL = 1 << 20
+# a blocked computation that does not fit whole works in blocks of at most this many bytes
+BLOCK_BYTES = 256 << 20
+# sample batches (attacks) hold at most this many bytes per array, whatever the budget
+BATCH_BYTES = 256 << 20
 
 
-class ModelTooLarge(ModelError):
+class TooLarge(BadInput):
+    """A problem whose memory exceeds the budget (exit 2 in the CLI)."""
+
+
+class ModelTooLarge(ModelError, TooLarge):
     """An allocation the model needs exceeds the memory budget."""
 
 
@@ -57,29 +76,145 @@ def _proc_kb(path: str, key: str) -> int | None:
     return None
 
 
-def budget() -> tuple[float, str]:
-    """(bytes a single import may allocate now, where that number comes from)."""
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path) as fh:
+            text = fh.read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _sources() -> list[tuple[float, str]]:
+    """(bytes still available, what that is) for each limit that can be read."""
+    out: list[tuple[float, str]] = []
+    mem = _proc_kb("/proc/meminfo", "MemAvailable")
+    if mem is None:
+        try:
+            mem = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            mem = None
+    if mem is not None:
+        out.append((float(mem), "of memory available"))
+    cap, used = _read_int("/sys/fs/cgroup/memory.max"), _read_int("/sys/fs/cgroup/memory.current")
+    if cap is not None and used is not None:
+        out.append((float(max(cap - used, 0)), "left under the container's memory limit"))
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if soft != resource.RLIM_INFINITY:
+        used = _proc_kb("/proc/self/status", "VmSize") or 0
+        out.append((float(max(soft - used, 0)), "of address space left under the process limit"))
+    return out
+
+
+def available_bytes() -> int | None:
+    """Bytes this process can still allocate (the smallest of the sources above), None if unknown."""
+    sources = _sources()
+    return int(min(s for s, _ in sources)) if sources else None
+
+
+def budget(available: float | None = None) -> tuple[float, str]:
+    """(the budget in bytes, where that number comes from): CERTIFY_MEMORY_LIMIT, or half of what
+    is available now (`available` replaces the measured value)."""
     env = os.environ.get(ENV_VAR)
     if env:
         return float(parse_size(env)), f"{ENV_VAR}={env}"
-    limits: list[tuple[float, str]] = []
-    available = _proc_kb("/proc/meminfo", "MemAvailable")
-    if available is not None:
-        limits.append((FRACTION * available, f"half of the {gb(available)} of memory available"))
-    cap = resource.getrlimit(resource.RLIMIT_AS)[0]
-    if cap != resource.RLIM_INFINITY:
-        used = _proc_kb("/proc/self/status", "VmSize") or 0
-        left = max(cap - used, 0)
-        limits.append((FRACTION * left, f"half of the {gb(left)} of address space left under the process limit"))
-    if not limits:
+    sources = [(float(available), "of memory available")] if available is not None else _sources()
+    if not sources:
         return float("inf"), "no known limit"
-    return min(limits)
+    left, what = min(sources)
+    return FRACTION * left, f"half of the {gb(left)} {what}"
+
+
+# ----------------------------------------------------------------------------- what is held
+_NETWORKS: "weakref.WeakSet" = weakref.WeakSet()
+_reserved = [0.0]  # working arrays of the computations running now (`working`)
+
+
+def track(network) -> None:
+    """Count the arrays of a network (anything with `.layers` of `.weight`/`.bias`) as held while
+    it lives (`held_bytes`)."""
+    _NETWORKS.add(network)
+
+
+def held_bytes() -> int:
+    """Bytes of the weights and biases of the networks alive in this process (shared arrays once)."""
+    seen: dict[int, int] = {}
+    for net in list(_NETWORKS):
+        for layer in getattr(net, "layers", ()):
+            for name in ("weight", "bias"):
+                arr = getattr(layer, name, None)
+                if arr is not None and hasattr(arr, "__array_interface__"):
+                    key = arr.__array_interface__["data"][0]
+                    seen[key] = max(seen.get(key, 0), int(arr.nbytes))
+    return sum(seen.values())
+
+
+def work_left(available: float | None = None) -> tuple[float, str]:
+    """(bytes a computation may still allocate, the budget described for a message)."""
+    limit, source = budget(available)
+    if os.environ.get(ENV_VAR):
+        held = held_bytes() + _reserved[0]
+        of_which = f", of which {gb(held)} are held (networks, working arrays)" if held >= 0.5e6 else ""
+        return limit - held, f"{gb(limit)} ({source}){of_which}"
+    return limit, f"{gb(limit)} ({source})"
+
+
+def fits(nbytes: float) -> bool:
+    """Whether `nbytes` more bytes fit in the budget now."""
+    return nbytes <= SMALL or nbytes <= work_left()[0]
+
+
+def _refusal(nbytes: float, what: str, described: str, alternative: str) -> str:
+    alt = f"{alternative.rstrip('; ')}, or " if alternative else ""
+    return (f"too large: needs {gb(nbytes)} for {what}, but the memory budget is {described}; "
+            f"{alt}set {ENV_VAR} (e.g. {ENV_VAR}=32G) if the machine has the memory")
+
+
+def require_work(nbytes: float, what: str, alternative: str = "", available: float | None = None) -> None:
+    """Raise `TooLarge` when the working arrays of a computation (`nbytes`, for `what`) do not fit in
+    the budget; `alternative` says what to do instead (e.g. a cheaper method)."""
+    if nbytes <= SMALL and available is None:
+        return
+    left, described = work_left(available)
+    if nbytes > left:
+        raise TooLarge(_refusal(nbytes, what, described, alternative))
+
+
+def block_rows(rows: int, row_bytes: float, what: str, fixed: float = 0.0, alternative: str = "") -> int:
+    """Rows per block of a computation whose working arrays take `fixed` + `row_bytes` per row of
+    the block: all `rows` when the whole computation fits (results then do not change), else the
+    most that fit in BLOCK_BYTES and in half of what is left of the budget; `TooLarge` when not
+    even one row fits."""
+    rows = max(int(rows), 1)
+    whole = fixed + rows * row_bytes
+    if whole <= SMALL:
+        return rows
+    left, described = work_left()
+    if whole <= left:
+        return rows
+    # half of what is left at most: the caller's other arrays (results, vectors) need room too
+    k = int(min((left - fixed) / 2, BLOCK_BYTES) // max(row_bytes, 1.0))
+    if k < 1 and left - fixed < row_bytes:
+        raise TooLarge(_refusal(fixed + row_bytes, what, described, alternative))
+    k = max(k, 1)
+    return min(k, rows)
+
+
+def batch_rows(wanted: int, row_bytes: float, fixed: float = 0.0) -> int:
+    """How many of `wanted` sample rows (each `row_bytes` of working arrays, plus `fixed`) to process
+    at once: at most BATCH_BYTES and what fits in the budget; 0 when not even one row fits."""
+    wanted = max(int(wanted), 1)
+    cap = min(work_left()[0] - fixed, BATCH_BYTES) if fixed + wanted * row_bytes > SMALL else wanted * row_bytes
+    return int(max(0, min(wanted, cap // max(row_bytes, 1.0))))
 
 
 def require(nbytes: float, what: str, already: float = 0.0) -> None:
-    """Raise `ModelTooLarge` when `nbytes` (for `what`, of which `already` is allocated) exceed the budget."""
+    """Raise `ModelTooLarge` when the model's arrays (`nbytes` in all, for `what`, of which `already`
+    are allocated) exceed the budget: with CERTIFY_MEMORY_LIMIT all of them count, otherwise the
+    part not yet allocated against half of what is available."""
     limit, source = budget()
-    if nbytes - already > limit:
+    need = nbytes if os.environ.get(ENV_VAR) else nbytes - already
+    if need > limit:
         held = f" ({gb(already)} of it already allocated)" if already > 0.1 * nbytes else ""
         raise ModelTooLarge(
             f"model too large: needs {gb(nbytes)} for {what}{held}, but the budget is {gb(limit)} ({source}); "
@@ -98,3 +233,20 @@ def allocating(nbytes: float, what: str) -> Iterator[None]:
             f"model too large: needs {gb(nbytes)} for {what} and the allocation failed; "
             f"free memory or use a smaller model"
         ) from None
+
+
+@contextmanager
+def working(nbytes: float, what: str, alternative: str = "") -> Iterator[None]:
+    """`require_work`, then hold `nbytes` as reserved during the block (checks made inside it see
+    that much less of a CERTIFY_MEMORY_LIMIT budget), and report a `MemoryError` in the block the
+    same way (exit 2)."""
+    require_work(nbytes, what, alternative)
+    _reserved[0] += nbytes
+    try:
+        yield
+    except MemoryError:
+        alt = f"; {alternative}" if alternative else ""
+        raise TooLarge(f"too large: {what} needs about {gb(nbytes)} and the allocation failed; "
+                       f"free memory or use a smaller problem{alt}") from None
+    finally:
+        _reserved[0] -= nbytes

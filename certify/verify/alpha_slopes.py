@@ -26,6 +26,15 @@ def optimization_work(live, j: int, boxes: int, rows: int, iterations: int = ITE
     return 3.0 * iterations * boxes * rows * per_row
 
 
+def optimization_bytes(live, j: int, boxes: int, rows: int) -> float:
+    """Bytes of `optimized_lower_slopes` and of the bound recomputed with its slopes: per (box, row),
+    float32 slopes, Adam moments and the kept rows of every layer < j, about eight float32 working
+    vectors of the widest layer, then the float64 slopes and the back-substitution's arrays."""
+    sizes = [w.shape[0] for w in live.weight[:j]] + [live.blocks[j].weight.shape[1]]
+    total, widest = sum(sizes), max(sizes)
+    return float(boxes) * rows * (4.0 * (4 * total + 8 * widest) + 8.0 * (total + 6 * widest))
+
+
 def optimized_lower_slopes(live, j: int, coeff: np.ndarray, lo: np.ndarray, hi: np.ndarray,
                            iterations: int = ITERATIONS, step: float = STEP) -> list[np.ndarray]:
     """Lower slopes (B, R, n_t) for each ReLU layer t < j (alive neurons of `live`), chosen to
@@ -72,4 +81,4 @@ def optimized_lower_slopes(live, j: int, coeff: np.ndarray, lo: np.ndarray, hi: 
     return [np.where(f, a.astype(np.float64), r.lo_slope[:, None, :]) for f, a, r in zip(free, alpha, live.relax)]
 
 
-__all__ = ["optimized_lower_slopes", "optimization_work", "ITERATIONS", "WORK"]
+__all__ = ["optimized_lower_slopes", "optimization_bytes", "optimization_work", "ITERATIONS", "WORK"]

@@ -26,7 +26,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from models.ir import Network
+from models.memory import fits, require_work
 from solvers.bounds import relu_blocks
+from solvers.bounds.blocked import right_abs_matmul, right_interval_matmul
 from solvers.rounding import widen
 from solvers.bounds.symbolic import relu_relaxation
 
@@ -48,11 +50,12 @@ class PreBounds:
 
 
 def interval_batch(W: np.ndarray, b: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`solvers.bounds.interval.affine_interval` for boxes stacked as rows of lo, hi (B, n)."""
-    w_pos, w_neg = np.maximum(W, 0.0), np.minimum(W, 0.0)
-    z_lo = lo @ w_pos.T + hi @ w_neg.T + b
-    z_hi = hi @ w_pos.T + lo @ w_neg.T + b
-    mag = np.maximum(np.abs(lo), np.abs(hi)) @ np.abs(W).T + np.abs(b)
+    """`solvers.bounds.interval.affine_interval` for boxes stacked as rows of lo, hi (B, n) (W+, W-
+    and |W| copied in blocks when they do not fit in the memory budget)."""
+    what = f"interval bounds of {lo.shape[0]} boxes through a {W.shape[0]} x {W.shape[1]} affine map"
+    z_lo, z_hi = right_interval_matmul(lo, hi, W.T, what)
+    z_lo, z_hi = z_lo + b, z_hi + b
+    mag = right_abs_matmul(np.maximum(np.abs(lo), np.abs(hi)), W.T, what) + np.abs(b)
     return widen(z_lo, z_hi, mag, W.shape[1] + 1)
 
 
@@ -61,7 +64,8 @@ def magnitudes_batch(blocks, lo: np.ndarray, hi: np.ndarray) -> list[np.ndarray]
     m = np.maximum(np.abs(lo), np.abs(hi))
     out = []
     for blk in blocks:
-        m = m @ np.abs(blk.weight).T + np.abs(blk.bias)
+        m = right_abs_matmul(m, blk.weight.T, f"magnitude bounds through a {blk.out_dim} x {blk.in_dim} affine map") \
+            + np.abs(blk.bias)
         m = m * (1.0 + 1e-12) + 1e-300
         out.append(m)
     return out
@@ -101,6 +105,8 @@ class LiveLayers:
         t = len(self.keep)
         keep = np.flatnonzero(np.any(u > 0, axis=0))
         r = relu_relaxation(l[:, keep], u[:, keep])
+        cols = self.blocks[t].in_dim if t == 0 else self.keep[t - 1].size
+        require_work(16.0 * keep.size * cols, f"the alive part ({keep.size} x {cols}) of layer {t} of the batched bounds")
         W = self.blocks[t].weight[keep]
         self.keep.append(keep)
         self.relax.append(r)
@@ -126,6 +132,13 @@ def backsubstitute_upper_batch(live: LiveLayers, j: int, coeff: np.ndarray, lo: 
     """
     blocks = live.blocks
     B = lo.shape[0]
+    # lambda (B, R, n_t), its mask, positive part, relaxed products and next product: about six
+    # arrays of the widest layer, plus the per-layer intercepts kept for the split hint
+    R = coeff.shape[-2]
+    widest = max([blocks[t].in_dim for t in range(j + 1)] + [coeff.shape[-1]])
+    kept = sum(blocks[t].out_dim for t in range(j)) if gaps is not None else 0
+    require_work(8.0 * B * R * (6 * widest + kept), f"the batched symbolic bounds of {B} boxes x {R} rows of layer {j} "
+                 f"(arrays of {B} x {R} x {widest})")
     W_j = blocks[j].weight[:, live.inputs_of(j)]
     if coeff.ndim == 3:  # rows of their own per box (B, R, n_j)
         lam, const = coeff @ W_j, coeff @ blocks[j].bias
@@ -246,11 +259,13 @@ class BatchedSymbolicBounds:
         _tighten(l, u, idx, up)
         if not self.alpha_iterations:
             return
-        from .alpha_slopes import WORK, optimization_work
+        from .alpha_slopes import WORK, optimization_bytes, optimization_work
 
         rows = _unstable_rows(l, u)
         if rows is None or optimization_work(live, j, C.shape[0], rows[0].shape[1], self.alpha_iterations) > WORK:
             return
+        if not fits(optimization_bytes(live, j, C.shape[0], rows[0].shape[1])):
+            return  # an optional tightening: the fixed slopes' bounds stand
         C, idx = rows
         _tighten(l, u, idx, optimized_slopes_bound(live, j, C, lo, hi, mag, self.alpha_iterations))
 

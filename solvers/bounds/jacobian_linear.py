@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..rounding import gamma
+from .blocked import right_abs_matmul, right_interval_matmul
 
 
 def chords(L: np.ndarray, U: np.ndarray, sl: np.ndarray, sh: np.ndarray):
@@ -58,15 +59,17 @@ def linear_pass_upper(maps: list[np.ndarray], s_lo: list[np.ndarray], s_hi: list
     t0 = directions @ maps[0].T  # (P, n_0)
     s0_lo, s0_hi = np.minimum(sl[0] * t0, sh[0] * t0), np.maximum(sl[0] * t0, sh[0] * t0)
     # interval pass and |M| chain magnitudes of every t_j (P, n_j)
-    mag = np.abs(directions) @ np.abs(maps[0]).T
+    # (|M|, M+ and M- are copies of a map: made in column blocks when they do not fit in memory)
+    what = "linear bounds of the Jacobian passes"
+    mag = right_abs_matmul(np.abs(directions), maps[0].T, what)
     lo, hi = s0_lo, s0_hi
     relax: list = [None]  # chords of switch layer j >= 1 (layer 0 is a box: its input is constant)
     for j in range(1, K):
         M = maps[j]
-        mag = (mag * sh[j - 1]) @ np.abs(M).T
+        mag = right_abs_matmul(mag * sh[j - 1], M.T, what)
         err = 4.0 * 2.0**j * gamma(N) * mag
-        Mp, Mn = np.maximum(M, 0.0).T, np.minimum(M, 0.0).T
-        L, U = lo @ Mp + hi @ Mn - err, hi @ Mp + lo @ Mn + err
+        L, U = right_interval_matmul(lo, hi, M.T, what)
+        L, U = L - err, U + err
         # t_1 = M_1 s_0 is one affine map of a box: its interval bounds are already exact
         inst, neuron = np.nonzero((sl[j] < sh[j]) & (L < 0) & (U > 0)) if j > 1 else ((), ())
         if len(inst):  # back-substitute the free neurons' signals: both bounds in one pass

@@ -18,6 +18,8 @@ import numpy as np
 
 from models.ir import Affine
 
+from models.memory import block_rows
+
 from ..rounding import widen
 from .types import ACTIVE, INACTIVE, phases
 
@@ -56,7 +58,27 @@ def backsubstitute_upper(
     """Sound upper bounds of the rows of coeff @ z_j over the box, z_j = A_j(relu(z_{j-1})) ...
 
     `relax[t]` relaxes ReLU layer t < j; `mag` bounds |z_j| (absolute-value forward pass).
+    Rows are independent: when their working arrays do not fit in the memory budget they are
+    back-substituted in blocks of rows (`row_block`).
     """
+    k = row_block(blocks, j, coeff.shape[0], coeff.shape[1])
+    if k >= coeff.shape[0]:
+        return _rows_upper(blocks, relax, j, coeff, lo, hi, mag)
+    return np.concatenate([_rows_upper(blocks, relax, j, coeff[s:s + k], lo, hi, mag)
+                           for s in range(0, coeff.shape[0], k)])
+
+
+def row_block(blocks: list[Affine], j: int, rows: int, width: int) -> int:
+    """How many rows (each `width` coefficients on z_j) to back-substitute at once within the budget:
+    all of them when they fit. Per row: the coefficients and about six vectors of the widest layer
+    (lambda, its positive and negative parts, their relaxed products)."""
+    widest = max([blocks[t].in_dim for t in range(j + 1)] + [width])
+    return block_rows(rows, 8.0 * (2 * width + 6 * widest), f"symbolic (CROWN) bounds of layer {j}",
+                      alternative="use interval bounds (--bounds interval), which need no back-substitution")
+
+
+def _rows_upper(blocks, relax, j, coeff, lo, hi, mag) -> np.ndarray:
+    """`backsubstitute_upper` of one block of rows (the arguments are the same)."""
     lam = coeff @ blocks[j].weight
     const = coeff @ blocks[j].bias
     length = blocks[j].in_dim + 1
@@ -90,7 +112,14 @@ def symbolic_layer_bounds(
     if relax is None:
         relax = [relu_relaxation(pre_lo[t], pre_hi[t]) for t in range(j)]
     n = blocks[j].out_dim
-    eye = np.eye(n) if rows is None else np.eye(n)[rows]
-    k = eye.shape[0]
-    both = backsubstitute_upper(blocks, relax, j, np.vstack([eye, -eye]), lo, hi, mag)
-    return -both[k:], both[:k]
+    idx = np.arange(n) if rows is None else np.asarray(rows)
+    # rows +e_i and -e_i of the neurons, built block by block (never the n x n identity)
+    step = max(row_block(blocks, j, 2 * idx.size, n) // 2, 1)
+    lower, upper = np.empty(idx.size), np.empty(idx.size)
+    for s in range(0, idx.size, step):
+        part = idx[s:s + step]
+        eye = np.zeros((part.size, n))
+        eye[np.arange(part.size), part] = 1.0
+        both = _rows_upper(blocks, relax, j, np.vstack([eye, -eye]), lo, hi, mag)
+        lower[s:s + step], upper[s:s + step] = -both[part.size:], both[:part.size]
+    return lower, upper

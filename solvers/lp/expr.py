@@ -17,7 +17,12 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from models.memory import require_work
+
 from ..rounding import U, gamma
+
+# what a refusal of an LP/MILP encoding suggests
+MILP_ALTERNATIVE = "use bounds that need no LP or MILP (--bounds symbolic or interval; for lipschitz --method bab)"
 
 
 def _with_cols(m: sp.csr_matrix, ncols: int) -> sp.csr_matrix:
@@ -142,7 +147,14 @@ class Expr:
         """weight @ self + bias (weight dense (r, k))."""
         w = np.asarray(weight, dtype=np.float64)
         b = np.broadcast_to(np.asarray(bias, dtype=np.float64), (w.shape[0],))
+        what = f"the LP/MILP rows of a {w.shape[0]} x {w.shape[1]} layer"
+        # sparse copies of W (CSR and its conversion: about 28 bytes per nonzero), checked first
+        require_work(28.0 * np.count_nonzero(w), what, MILP_ALTERNATIVE)
         ws = sp.csr_matrix(w)
+        if self.coef.nnz:  # the product's nonzeros are at most those of the rows W reaches
+            reach = int(np.diff(self.coef.indptr)[ws.indices].sum())
+            # coef, its magnitude and scipy's temporaries of the product: about 48 bytes per nonzero
+            require_work(48.0 * min(reach, w.shape[0] * self.nvars), what, MILP_ALTERNATIVE)
         coef = ws @ self.coef if self.coef.nnz else sp.csr_matrix((w.shape[0], self.nvars))
         const = w @ self.const + b
         if self._composes_exactly(w):
