@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from models import Affine, Network, ReLU
-from models.errors import BadInput, ModelError, UnsupportedOperator
-
 __version__ = "0.1.0"
 
 __all__ = ["Affine", "BadInput", "Box", "Certificate", "ModelError", "Network", "ReLU", "Status", "UnsupportedOperator", "from_torch",
            "load_onnx"]
 
-# name -> module providing it; imported on first use to keep `import certify` light
+# name -> module providing it; imported on first use to keep `import certify` light (the CLI takes
+# over Ctrl-C before numpy loads: `certify.cli.main`)
 _LAZY: dict[str, str] = {
+    **{name: "models" for name in ("Affine", "Network", "ReLU")},
+    **{name: "models.errors" for name in ("BadInput", "ModelError", "UnsupportedOperator")},
     "from_torch": "models.torch_import",
     "load_onnx": "models.onnx_import",
     "Box": "models.box",

@@ -185,6 +185,8 @@ def claim_file(out: str | os.PathLike, identity: RunIdentity, *, overwrite: bool
     label = os.fspath(out)
     if path.is_dir():
         raise BadInput(f"{label} is a directory; --out takes a file name")
+    if path.exists() and not path.is_file():  # a device (/dev/null), FIFO or socket: never read, emptied or deleted
+        raise BadInput(f"--out {label} is not a regular file (a device, FIFO or socket); give a file name to write")
     try:
         if _has_rows(path):
             if check is not None:

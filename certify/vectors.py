@@ -55,8 +55,9 @@ def parse_vector(spec: str | Sequence[float] | np.ndarray, name: str = "vector",
 def _read_file(path: str, name: str) -> np.ndarray:
     if os.path.isdir(path):
         raise BadInput(f"{name}: {path} is a directory; give @FILE with a .npy, .json or .csv file")
-    if not os.path.isfile(path):
-        raise BadInput(f"{name}: file {path} does not exist")
+    from models.file_kinds import check_input_file
+
+    check_input_file(path, f"{name}: file")  # missing, a device, FIFO or socket, or over the memory budget
     ext = os.path.splitext(path)[1].lower()
     try:
         if ext == ".npy":
@@ -82,3 +83,24 @@ def parse_positive(value: float, name: str, allow_zero: bool = False) -> float:
     if not np.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
         raise BadInput(f"{name} must be a {'non-negative' if allow_zero else 'positive'} finite number, got {value}")
     return v
+
+
+#: the largest magnitude of a number that places a box or scales a bound (a point, a center, a
+#: radius, a domain, an output weight): models with float32 inputs cannot represent larger values
+#: (onnxruntime replays would see inf), and sound float64 bounds multiply such numbers by weights
+#: and by each other, so far beyond it they overflow to inf (then inf - inf is NaN)
+MAX_MAGNITUDE = 1e38
+
+
+def check_magnitude(value, name: str):
+    """`value` (a number or an array; None passes) when no finite entry exceeds MAX_MAGNITUDE in
+    magnitude, else BadInput naming `name` (NaN and inf are left to the checks that refuse them)."""
+    if value is None:
+        return value
+    flat = np.asarray(value, dtype=np.float64).reshape(-1)
+    mags = np.where(np.isfinite(flat), np.abs(flat), 0.0)
+    if flat.size and mags.max() > MAX_MAGNITUDE:
+        worst = float(flat[int(np.argmax(mags))])
+        raise BadInput(f"{name} {worst:g} is out of range: certify takes magnitudes up to {MAX_MAGNITUDE:g} (the float32 "
+                       "range of models; its float64 bound arithmetic overflows beyond); rescale the value")
+    return value

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import matrices as mx
 from .errors import ModelError, UnsupportedOperator
-from .file_kinds import diagnose
+from .file_kinds import diagnose, read_input_file
 from .ir import Network
 from .runtime_check import FLOAT32_RTOL, FLOAT64_RTOL, check_against_onnxruntime, magnitude_scale, relative_error  # noqa: F401
 from .tracer import Builder, Symbolic, avg_pool2d, channel_affine, conv2d
@@ -31,12 +31,8 @@ def load_onnx(path: str | os.PathLike, check: bool = True, name: str | None = No
     import onnx
 
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise ModelError(f"model file {path} does not exist")
-    if os.path.isdir(path):
-        raise ModelError(f"model path {path} is a directory, expected an .onnx file")
-    with open(path, "rb") as fh:
-        data = fh.read()
+    # a directory, device, FIFO or socket, or a file larger than the memory budget: refused unread
+    data = read_input_file(path, "model file", ModelError)
     try:
         model = onnx.load_model_from_string(data)
     except Exception as exc:  # protobuf DecodeError and friends
@@ -44,6 +40,8 @@ def load_onnx(path: str | os.PathLike, check: bool = True, name: str | None = No
         raise ModelError(diagnose(data, path) or f"{path} is not a valid ONNX model ({first[:200]})") from None
     if not model.graph.node:
         raise ModelError(diagnose(data, path) or f"{path} is not a valid ONNX model (the graph has no nodes)")
+    if _load_external_data(model, path):  # weights kept in files beside the model: checked, then read
+        data = model.SerializeToString()
     # onnx.checker is not run: it rejects models onnxruntime executes (e.g. missing output
     # shapes); the lowering plus the onnxruntime comparison is the stricter gate.
     net = onnx_to_network(model, name=name or os.path.splitext(os.path.basename(path))[0])
@@ -133,8 +131,65 @@ def _static_shape(value_info) -> tuple[int, ...]:
         raise UnsupportedOperator(f"input '{value_info.name}' has element type {tt.elem_type}; only float32/float64 inputs are supported")
     dims = []
     for d in tt.shape.dim:
+        if d.HasField("dim_value") and d.dim_value == 0:  # onnxruntime takes it literally: no values at all
+            shown = [x.dim_value if x.HasField("dim_value") else (x.dim_param or "?") for x in tt.shape.dim]
+            raise ModelError(f"input '{value_info.name}' has shape {shown} with a dimension of size 0, so it holds no "
+                             "values; re-export the model with the input's real shape (a dynamic axis as a name "
+                             "such as 'batch', not 0)")
         dims.append(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else 1)
     return tuple(dims) if dims else (1,)
+
+
+def _load_external_data(model, path: str) -> bool:
+    """Read the tensors a model keeps in external data files into the model (True when there were
+    any). Each file must be a regular file inside the model's folder (a relative location that
+    stays there, also through symbolic links) and hold the tensor's bytes: a missing, foreign or
+    short file is a `ModelError` naming the tensor and the file, never a read elsewhere."""
+    from onnx import helper
+    from onnx.external_data_helper import ExternalDataInfo, _get_all_tensors, load_external_data_for_model, uses_external_data
+
+    from .file_kinds import check_input_file
+
+    tensors = [t for t in _get_all_tensors(model) if uses_external_data(t)]
+    if not tensors:
+        return False
+    folder = os.path.dirname(os.path.abspath(path))
+    real_folder = os.path.realpath(folder)
+    for t in tensors:
+        info = ExternalDataInfo(t)
+        where = f"{path}: tensor '{t.name}' keeps its data in"
+        location = info.location or ""
+        if not location or os.path.isabs(location):
+            raise ModelError(f"{where} {location or 'no file'!r}; certify reads external data only from a file named "
+                             "relative to the model's folder: re-save the model with a relative location "
+                             "(onnx.save(..., save_as_external_data=True, location='NAME.data'))")
+        full = os.path.join(folder, location)
+        real = os.path.realpath(full)
+        if os.path.commonpath([real, real_folder]) != real_folder:
+            raise ModelError(f"{where} {location!r}, outside the model's folder {folder}; certify reads external data "
+                             "only from the model's folder: move the data file beside the model and re-save it")
+        if not os.path.lexists(full):
+            raise ModelError(f"{where} {location!r}, which is missing from the model's folder {folder}; copy the "
+                             "model's data file there (it is saved beside the .onnx file)")
+        size = check_input_file(full, f"external data file of tensor '{t.name}':", ModelError)
+        offset = int(info.offset or 0)
+        try:
+            need = int(np.prod(list(t.dims), dtype=np.int64)) * helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+        except (KeyError, TypeError, ValueError):
+            need = 0  # a type without a fixed size per element: the declared length is all there is to check
+        if info.length is not None:
+            if int(info.length) < need:
+                raise ModelError(f"{where} {location!r} with a length of {int(info.length)} bytes, but its shape "
+                                 f"{list(t.dims)} needs {need}; the model file is damaged: re-export it")
+            need = int(info.length)
+        if offset < 0 or offset + need > size:
+            raise ModelError(f"{where} {location!r} at bytes {offset}..{offset + need}, but the file has {size} bytes: "
+                             "it is truncated or belongs to another model; copy the model's data file again")
+    try:
+        load_external_data_for_model(model, folder)
+    except Exception as exc:  # checked above; anything left is a damaged file
+        raise ModelError(f"{path}: cannot read its external data ({' '.join(str(exc).split())[:200]})") from None
+    return True
 
 
 def _attrs(node) -> dict:

@@ -64,7 +64,7 @@ def test_chain_by_hand(cli):
     assert out["epsilon"] == pytest.approx(4.0) and out["radius"] == 0.35 and out["steps"] == 4
     assert out["delta"] == pytest.approx(1e-5 * (math.e**4 - 1) / (math.e - 1), rel=1e-12)
     out = cli("chain", "--epsilon", "0.5", "--alpha", "0.2", "--beta", "0.2", "--json").json()
-    assert out == {"epsilon": 0.5, "delta": 0.0, "radius": 0.2, "steps": 1}
+    assert out == {"schema": "certify.chain/1", "epsilon": 0.5, "delta": 0.0, "radius": 0.2, "steps": 1}
     r = cli("chain", "--epsilon", "1", "--delta", "1e-3", "--alpha", "0.1", "--beta", "3")
     assert r.code == 0 and "vacuous" in r.out
 

@@ -47,11 +47,13 @@ def test_hyperrectangle_json(cli, model):
     w, path = model
     r = cli("hyperrectangle", path, "--point", "0.5,0.4,0.3", "--features", "0,2", "--backend", "highs", "--json")
     assert r.code == 0, r.err
-    d = r.json()
-    assert len(d["box"]) == len(d["outer_box"]) == 3 and d["box"][1] == [0.4, 0.4] == d["outer_box"][1]
-    assert all(o[0] <= b[0] <= x <= b[1] <= o[1] for x, b, o in zip([0.5, 0.4, 0.3], d["box"], d["outer_box"]))
+    d = r.json()  # the certificate itself (issue 27): boxes as {lo, hi}
+    box, outer = d["box"], d["outer_box"]
+    assert len(box["lo"]) == len(outer["hi"]) == 3 and box["lo"][1] == box["hi"][1] == 0.4 == outer["lo"][1] == outer["hi"][1]
+    assert all(ol <= bl <= x <= bh <= oh for x, bl, bh, ol, oh in zip([0.5, 0.4, 0.3], box["lo"], box["hi"], outer["lo"],
+                                                                      outer["hi"]))
     assert d["status"] in ("certified", "open_gap") and isinstance(d["predicted_class"], int)
-    assert d["certificate"]["kind"] == "robustness_hyperrectangle" and d["certificate"]["box"]["lo"][1] == 0.4
+    assert d["schema"] == "certify.certificate/1" and d["kind"] == "robustness_hyperrectangle"
 
 
 def test_batch_resumes_and_writes_csv(cli, model, tmp_path):
@@ -62,7 +64,8 @@ def test_batch_resumes_and_writes_csv(cli, model, tmp_path):
     out = tmp_path / "out.jsonl"
     r = cli("radius", path, "--points", pts, "--out", out, "--domain", "-1,1", "--backend", "highs", "--json")
     assert r.code == 0, r.err
-    lines = [json.loads(l) for l in r.out.splitlines()]
+    lines = r.json()["rows"]  # --json: one object {"schema", "rows"} (issue 27)
+    assert r.json()["schema"] == "certify.radius_batch/1"
     assert [l["index"] for l in lines] == [0, 1, 2] and len(out.read_text().splitlines()) == 3
     for row, x in zip(lines, rows):
         assert abs(row["lower"] - exact_radius(w, x, "linf", domain=(-1, 1))) <= 1e-6

@@ -65,7 +65,7 @@ def test_points_of_another_file_are_refused_and_overwrite_gives_their_rows(cli, 
     assert out.read_text() == before  # nothing appended, nothing mixed
     r = _radius(cli, files.model, files.pb, out, "--overwrite")
     assert r.code == 0, r.err
-    rows = [json.loads(line) for line in r.out.splitlines()]
+    rows = r.json()["rows"]  # --json: one object (issue 27)
     assert [row["point"] for row in rows] == [row["point"] for row in _lines(out)] == files.b.tolist()
     for i, (row, x) in enumerate(zip(rows, files.b)):
         assert row["index"] == i
@@ -118,8 +118,7 @@ def test_identical_rerun_resumes_without_recomputing(cli, files, tmp_path, monke
     resumed = cli("radius", files.model, "--points", files.pa, "--out", out, "--no-exact", "--json")
     assert resumed.code == 0 and calls == [2]
     keys = ("index", "point", "lower", "upper", "status")
-    assert [{k: json.loads(x)[k] for k in keys} for x in resumed.out.splitlines()] == \
-        [{k: json.loads(x)[k] for k in keys} for x in first.out.splitlines()]
+    assert [{k: x[k] for k in keys} for x in resumed.json()["rows"]] == [{k: x[k] for k in keys} for x in first.json()["rows"]]
     assert len(list(csv.reader(open(out)))) == 4
 
 

@@ -9,7 +9,8 @@ import pytest
 
 from models.zoo import vnncomp_test_path
 
-HEAVY = ("scipy.stats", "cvxpy", "torch", "gurobipy", "highspy", "pulp")
+HEAVY = ("scipy.stats", "scipy.optimize", "cvxpy", "torch", "gurobipy", "highspy", "pulp", "sklearn",
+         "matplotlib", "distributed", "mpmath")
 PROBE = """
 import sys, runpy
 sys.argv = ["certify"] + {args!r}
@@ -21,7 +22,8 @@ print("LOADED=" + ",".join(m for m in {heavy!r} if m in sys.modules), file=sys.s
 """
 
 
-@pytest.mark.parametrize("args", [["--help"], ["lipschitz", "--help"], ["calibrate", "--help"],
+@pytest.mark.parametrize("args", [["--help"], ["lipschitz", "--help"], ["calibrate", "--help"], ["ptr", "--help"],
+                                  ["report", "--help"], ["bench", "--help"],
                                   ["eval", vnncomp_test_path("test_small"), "--input", "0.5"]])
 def test_cli_start_up_imports_no_heavy_module(args):
     p = subprocess.run([sys.executable, "-c", PROBE.format(args=[str(a) for a in args], heavy=HEAVY)],

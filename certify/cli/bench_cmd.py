@@ -4,12 +4,12 @@ and method; write a tidy CSV, machine info, a markdown summary and plots (docs/b
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 
 from ..errors import BadInput
-from ..certificate import to_jsonable as jsonable
+from ..schema import BENCH, BENCH_SUITES
+from .common import magnitude_arg, out_arg, print_json, seed_arg
 from .progress import add_progress_flags
 
 
@@ -69,7 +69,7 @@ def _bench(args: argparse.Namespace) -> int:
     if args.list or (not args.suites and not args.models):
         suites = {k: v for k, v in list_suites().items() if k != "models"}
         if args.json:
-            print(json.dumps({"suites": suites}))
+            print_json({"suites": suites}, BENCH_SUITES)
         else:
             width = max(map(len, suites))
             print("suites (certify bench SUITE [--quick]; all = every suite; --models PATH... for your own):")
@@ -80,8 +80,13 @@ def _bench(args: argparse.Namespace) -> int:
         raise BadInput(f"--time-limit must be a positive number of seconds, got {args.time_limit:g}")
     if args.radius is not None and not (math.isfinite(args.radius) and args.radius > 0):
         raise BadInput(f"--radius must be a positive number, got {args.radius:g}")
+    magnitude_arg(args.radius, "--radius")
+    if args.center is not None and not args.center.strip():
+        raise BadInput("--center is empty; give a point (comma-separated numbers) or @FILE of points")
     if args.points < 1:
         raise BadInput(f"--points must be a positive integer, got {args.points}")
+    seed_arg(args.seed)
+    out_arg(args.out, "directory")
     options = dict(center=args.center, radius=args.radius, domain=args.domain, points=args.points,
                    input_norm=args.input_norm, output_norm=args.output_norm)
     result = run_bench(args.suites, models=args.models or (), question=args.question, quick=args.quick,
@@ -89,8 +94,9 @@ def _bench(args: argparse.Namespace) -> int:
                        methods=_split(args.methods), seed=args.seed, out=args.out, resume=args.resume,
                        overwrite=args.overwrite, progress=args.progress, options=options)
     if args.json:
-        print(json.dumps(jsonable(result.to_dict())))
+        print_json(result.to_dict(), BENCH)
         return 0
-    print(open(result.files["summary"]).read(), end="")
+    with open(result.files["summary"], encoding="utf-8") as fh:
+        print(fh.read(), end="")
     print(f"wrote {', '.join(result.files.values())}", file=sys.stderr)
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import BadInput
-from .common import add_json_flag, add_model_argument, console, domain_arg, emit, fmt, load_model
+from .common import add_json_flag, add_model_argument, console, domain_arg, emit, fmt, line, load_model
 
 SDP_SOLVERS = ("SCS", "CLARABEL", "MOSEK")  # solvers.sdp.lipsdp.SOLVERS (not imported here: cvxpy is slow to load)
 
@@ -31,7 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--solver", default="SCS", help="SDP solver: SCS (default), CLARABEL or MOSEK")
     p.add_argument("--accuracy", type=float, default=None,
                    help="SDP solver tolerance (default 1e-5 for lipsdp-neuron, 1e-3 for lipsdp-layer)")
-    p.add_argument("--time-limit", type=float, default=None, help="seconds per solver call")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S",
+                   help="wall-clock seconds for the whole command, model loading included (a cut-short SDP "
+                        "leaves the proven norm product)")
     add_json_flag(p)
     p.set_defaults(handler=_global)
 
@@ -58,7 +60,7 @@ def _global(args: argparse.Namespace) -> int:
     )
     out = result.to_dict()
 
-    def line(r: dict) -> str:
+    def row(r: dict) -> str:
         extra = f", lower {fmt(r['lower'])}" if r.get("lower") is not None else ""
         flag = {"certified": "certified", "fallback": "FALLBACK: plain norm product, the SDP certificate failed"}.get(
             r["status"], r["status"]) if r["certified"] else f"NOT certified, {r['status']}"
@@ -70,17 +72,17 @@ def _global(args: argparse.Namespace) -> int:
         c = console()
         if r.get("method") == "all":
             for item in r["results"]:
-                c.print(line(item))
+                c.print(row(item))
             for name, why in r["skipped"].items():
                 c.print(f"{name:>14}: skipped ({why})")
-            c.print(f"[bold]best[/bold] (all inputs): {r['best']['method']} {fmt(r['best']['upper'])}")
+            c.print(line(("best", "bold"), f" (all inputs): {r['best']['method']} {fmt(r['best']['upper'])}"))
             if "best_on_domain" in r:
                 d = r["best_on_domain"]
-                c.print(f"[bold]best on the domain[/bold]: {d['method']} {fmt(d['upper'])}")
+                c.print(line(("best on the domain", "bold"), f": {d['method']} {fmt(d['upper'])}"))
             if domain is not None:
                 c.print("  note: only mip uses --domain; the other bounds hold for every input")
         else:
-            c.print(line(r))
+            c.print(row(r))
             conv = r.get("details", {}).get("conversion")
             if conv and r["input_norm"] + r["output_norm"] != "l2l2":
                 c.print(f"  from the l2 bound by norm equivalence: {conv}")

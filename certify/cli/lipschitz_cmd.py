@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 
 from ..lipschitz import options as O
-from .common import add_json_flag, add_model_argument, console, domain_arg, emit, fmt, load_model, vector_arg
-from .progress import add_progress_flags, status_line
+from .common import (add_json_flag, add_model_argument, console, domain_arg, emit, fmt, line, load_model, threads_arg,
+                     vector_arg)
+from .progress import LiveResult, add_progress_flags, partial_certificate
 
 INTERRUPTED_EXIT = 130
 
@@ -35,7 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target", metavar="C", help="certify the scalar c^T f for this output weight vector")
     p.add_argument("--backend", default="auto", choices=O.BACKEND_CHOICES,
                    help="MILP solver (auto: Gurobi when licensed and the model fits, else HiGHS)")
-    p.add_argument("--time-limit", type=float, metavar="S", help="time limit in seconds, all stages (the result stays a sound interval)")
+    p.add_argument("--time-limit", type=float, metavar="S",
+                   help="wall-clock seconds for the whole command, model loading included (the result stays a sound "
+                        "interval)")
     p.add_argument("--mip-gap", type=float, default=O.DEFAULT_MIP_GAP, metavar="G",
                    help=f"relative MIP gap (default {O.DEFAULT_MIP_GAP:g}); status optimal needs 1e-6 whatever it is")
     p.add_argument("--bounds", default=O.DEFAULT_BOUNDS, choices=O.BOUND_METHODS,
@@ -66,6 +69,22 @@ def _pair(spec: str, name: str) -> tuple[int, int]:
     return a, b
 
 
+def _partial(net, args: argparse.Namespace, center, radius, margin, target):
+    """The command's partial result from a progress event (printed if a solver ignores Ctrl-C)."""
+    from models.box import Box
+
+    scalar = margin is not None or target is not None
+
+    def describe(ev):
+        box = Box.around(center, radius if radius.size > 1 else float(radius[0]), domain=domain_arg(args.domain),
+                         dim=net.input_dim)
+        return partial_certificate(
+            "local_lipschitz", ev, scope="box", box=box.to_dict(), input_norm=args.input_norm,
+            output_norm=None if scalar else args.output_norm, model_hash=net.fingerprint(), witness=None,
+            margin=None if margin is None else list(margin), target=None if target is None else list(target))
+    return describe
+
+
 def _lipschitz(args: argparse.Namespace) -> int:
     from solvers.runtime import interrupted
 
@@ -76,7 +95,8 @@ def _lipschitz(args: argparse.Namespace) -> int:
     radius = vector_arg(args.radius, "--radius")
     margin = _pair(args.margin, "--margin") if args.margin else None
     target = vector_arg(args.target, "--target", net.output_dim) if args.target is not None else None
-    live = status_line(args)
+    threads_arg(args.threads)
+    live = LiveResult(args, _partial(net, args, center, radius, margin, target))
     try:
         cert = local_lipschitz(
             net, center, radius if radius.size > 1 else float(radius[0]), domain=domain_arg(args.domain),
@@ -86,14 +106,13 @@ def _lipschitz(args: argparse.Namespace) -> int:
             method=args.method,
         )
     finally:
-        if live is not None:
-            live.close()
+        live.close()
 
     def human(r: dict) -> None:
         c = console()
         what = (f"f_{r['margin'][0]} - f_{r['margin'][1]}" if r["margin"] else
                 "c^T f" if r["target"] is not None else f"{r['input_norm']} -> {r['output_norm']}")
-        c.print(f"[bold]local Lipschitz constant[/bold] ({what}, input norm {r['input_norm']})")
+        c.print(line(("local Lipschitz constant", "bold"), f" ({what}, input norm {r['input_norm']})"))
         c.print(f"  interval  [{fmt(r['lower'], 9)}, {fmt(r['upper'], 9)}]  status {r['status']}"
                 f"{' (exact)' if r['exact'] else ''}")
         if r["method"] in ("bab", "bounds"):

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from .common import add_json_flag, add_model_argument, console, emit, fmt, load_model, vector_arg
+import numpy as np
+
+from ..schema import EVAL, INSPECT
+from .common import add_json_flag, add_model_argument, console, emit, fmt, line, load_model, vector_arg
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,8 +31,8 @@ def _inspect(args: argparse.Namespace) -> int:
         from rich.table import Table
 
         c = console()
-        c.print(f"[bold]{r['name']}[/bold]: input shape {r['input_shape']} ({r['input_dim']} inputs), "
-                f"{r['output_dim']} outputs, {r['relu_count']} ReLUs")
+        c.print(line((r["name"], "bold"), f": input shape {r['input_shape']} ({r['input_dim']} inputs), "
+                     f"{r['output_dim']} outputs, {r['relu_count']} ReLUs"))
         t = Table("#", "layer", "in", "out")
         for i, layer in enumerate(r["layers"]):
             if layer["kind"] == "affine":
@@ -39,15 +42,16 @@ def _inspect(args: argparse.Namespace) -> int:
                 t.add_row(str(i), "relu", str(layer["size"]), str(layer["size"]))
         c.print(t)
 
-    return emit(args, info, human)
+    return emit(args, info, human, INSPECT)
 
 
 def _eval(args: argparse.Namespace) -> int:
     net = load_model(args.model)
     x = vector_arg(args.input, "--input", net.input_dim)
-    y = net.forward(x)
+    with np.errstate(over="ignore", invalid="ignore"):  # float64 overflow is the answer (inf), not a warning
+        y = net.forward(x)
 
     def human(r: dict) -> None:
         console().print("output: [" + ", ".join(fmt(v) for v in r["output"]) + "]")
 
-    return emit(args, {"output": y}, human)
+    return emit(args, {"output": y}, human, EVAL)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from ..errors import BadInput
-from .common import add_json_flag, console, domain_arg, emit, fmt, load_model
+from ..schema import CALIBRATION, CHAIN
+from .common import add_json_flag, console, domain_arg, emit, fmt, line, load_model
 
 _MECHANISM_HELP = (
     "laplace | gaussian | logistic (a query of known sensitivity), lap-output | gauss-output | logistic-output "
@@ -48,6 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    choices=("auto", "naive", "eclipse-fast", "lipsdp-layer", "lipsdp-neuron", "mip"),
                    help="how --model's constant is certified (auto: best of naive and eclipse-fast; mip needs --domain)")
     p.add_argument("--domain", default=None, metavar="LO,HI", help="input domain [LO,HI]^n covered (for --lipschitz-method mip)")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S",
+                   help="with --model: wall-clock seconds for the whole command, model loading included (a cut-short "
+                        "certificate gives a larger, still proven, constant)")
     add_json_flag(p)
     p.set_defaults(handler=_calibrate)
 
@@ -83,24 +87,24 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     def human(r: dict) -> None:
         c = console()
-        c.print(f"[bold]{r['mechanism']}[/bold]: {r['parameter']} = {fmt(r['scale'], 10)}  ({r['calibration']} calibration)")
-        line = f"for epsilon = {fmt(r['epsilon'])}, delta = {fmt(r['delta'])}, {r['sensitivity_norm']} sensitivity {fmt(r['sensitivity'])}"
+        c.print(line((r["mechanism"], "bold"), f": {r['parameter']} = {fmt(r['scale'], 10)}  ({r['calibration']} calibration)"))
+        text = f"for epsilon = {fmt(r['epsilon'])}, delta = {fmt(r['delta'])}, {r['sensitivity_norm']} sensitivity {fmt(r['sensitivity'])}"
         if "lipschitz" in r:
             lip = r["lipschitz"]
             how = ("L given by the user, not verified" if lip["origin"] == "user"
                    else f"L certified by {lip.get('method', lip['origin'])}")
-            line += f" = L {fmt(lip['value'])} x radius {fmt(r['radius'])} ({how})"
+            text += f" = L {fmt(lip['value'])} x radius {fmt(r['radius'])} ({how})"
             if "domain" in lip:
-                line += "; valid only for inputs in the certified domain box"
+                text += "; valid only for inputs in the certified domain box"
         elif "radius" in r:
-            line += f" (radius {fmt(r['radius'])} in {r['metric']})"
-        c.print(line)
+            text += f" (radius {fmt(r['radius'])} in {r['metric']})"
+        c.print(text)
         for claim in r.get("conditional_on", []):
-            c.print(f"[bold yellow]conditional on[/bold yellow] {claim}: the guarantee holds only if it is true")
+            c.print(line(("conditional on", "bold yellow"), f" {claim}: the guarantee holds only if it is true"))
         if "note" in r:
             c.print(f"note: {r['note']}")
 
-    return emit(args, result, human)
+    return emit(args, result, human, CALIBRATION)
 
 
 def _model_input_dim(args: argparse.Namespace) -> int:
@@ -143,4 +147,4 @@ def _chain(args: argparse.Namespace) -> int:
         console().print(f"radius {fmt(r['radius'])} ({r['steps']} steps of {fmt(args.alpha)}): "
                         f"epsilon = {fmt(r['epsilon'])}, delta = {fmt(r['delta'])}{note}")
 
-    return emit(args, result, human)
+    return emit(args, result, human, CHAIN)

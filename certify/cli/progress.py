@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 import sys
-from typing import TextIO
+from typing import Callable, TextIO
 
 from solvers.runtime import Progress
 
@@ -39,6 +40,61 @@ class StatusLine:
             self.stream.write("\n")
             self.stream.flush()
             self.shown = False
+
+
+class LiveResult:
+    """The progress callback of a command: the status line (when shown) and the last certified
+    interval, which the CLI's watchdog prints as the command's result if a solver does not stop
+    within a second of Ctrl-C (`solvers.runtime.offer_partial`). `describe(event)` turns an event
+    into the command's JSON result (a partial certificate, status interrupted)."""
+
+    def __init__(self, args, describe: Callable[[Progress], dict]) -> None:
+        from solvers.runtime import offer_partial
+
+        self.line = status_line(args)
+        self.describe = describe
+        self.json = bool(getattr(args, "json", False))
+        self.last: Progress | None = None
+        offer_partial(self.render)
+
+    def __call__(self, ev: Progress) -> None:
+        self.last = ev
+        if self.line is not None:
+            self.line(ev)
+
+    def render(self) -> str | None:
+        """The partial result's text (runs in the watchdog thread), None before the first event."""
+        from ..certificate import to_jsonable
+
+        ev = self.last
+        if ev is None:
+            return None
+        if self.line is not None:
+            self.line.close()
+        result = self.describe(ev)
+        if self.json:
+            return json.dumps(to_jsonable(result)) + "\n"
+        return (f"{result['kind']}: certified [{_num(result['lower'])}, {_num(result['upper'])}] "
+                f"(status interrupted, after {ev.elapsed:.1f}s)\n")
+
+    def close(self) -> None:
+        from solvers.runtime import offer_partial
+
+        offer_partial(None)
+        if self.line is not None:
+            self.line.close()
+
+
+def partial_certificate(kind: str, ev: Progress, **fields) -> dict:
+    """A certificate (schema certify.certificate/1) of the interval of a progress event, status
+    interrupted: what the watchdog prints when a solver does not stop in time (see LiveResult)."""
+    from ..certificate import SCHEMA
+
+    return {"schema": SCHEMA, "kind": kind, "lower": ev.lower, "upper": ev.upper, "status": "interrupted",
+            "certified": True, "exact": False, "seconds": ev.elapsed,
+            "notes": ["interrupted while a solver was running; it did not stop within a second, so this is the "
+                      "certified interval reported by the last progress event (its lower bound's witness point is "
+                      "not included)"], **fields}
 
 
 def status_line(args) -> StatusLine | None:

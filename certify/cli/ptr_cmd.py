@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from .common import add_json_flag, add_model_argument, console, domain_arg, emit, fmt, load_model, vector_arg
+from .common import (add_json_flag, add_model_argument, console, domain_arg, emit, fmt, line, load_model, magnitude_arg,
+                     seed_arg, threads_arg, vector_arg)
 
 
 def add_search_options(p: argparse.ArgumentParser) -> None:
     """The options of the R* search, shared by `certify ptr` and `certify report`."""
-    from ..ptr.search import DEFAULT_STEP_TIME_LIMIT
+    from ..ptr.defaults import DEFAULT_STEP_TIME_LIMIT
 
     p.add_argument("--input-norm", default="linf", metavar="N", help="neighbourhood metric: linf (default), l1, l2")
     p.add_argument("--domain", metavar="LO,HI", help="valid inputs [LO,HI]^n (boxes are intersected with it)")
@@ -46,7 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=None, metavar="S",
                    help="reproducible numpy noise (NOT secure, for experiments); default: the secure sampler")
     add_search_options(p)
-    p.add_argument("--time-limit", type=float, default=None, metavar="S", help="time limit of the whole query (seconds)")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S",
+                   help="wall-clock seconds for the whole command, model loading included")
     p.add_argument("--global-bound", type=float, default=None, metavar="G",
                    help="a global Lipschitz bound (input norm -> l1), e.g. from `certify global`: used when certify "
                         "proves it, an error when a replayed witness exceeds it, else refused unless "
@@ -60,7 +62,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _ptr(args: argparse.Namespace) -> int:
-    from ..errors import BadInput
     from ..ptr import ptr
     from ..vectors import parse_positive
 
@@ -70,8 +71,10 @@ def _ptr(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value is not None:
             parse_positive(value, "--" + name.replace("_", "-"))
-    if args.threads < 1:
-        raise BadInput(f"--threads must be a positive integer, got {args.threads}")
+    threads_arg(args.threads)
+    seed_arg(args.seed)
+    for name in ("radius", "max_radius", "tolerance", "proposal", "global_bound"):
+        magnitude_arg(getattr(args, name), "--" + name.replace("_", "-"))
     result = ptr(net, point, args.radius, epsilon=args.epsilon, delta=args.delta, proposal=args.proposal,
                  input_norm=args.input_norm, domain=domain_arg(args.domain), tolerance=args.tolerance,
                  max_radius=args.max_radius, sampler=args.seed, time_limit=args.time_limit,
@@ -81,10 +84,10 @@ def _ptr(args: argparse.Namespace) -> int:
     def human(r: dict) -> None:
         c = console()
         g = r["guarantee"]
-        verdict = ("[bold red]refused: the search was not decided (no test, no guarantee)[/bold red]"
-                   if r["refusal"] else "[bold green]released[/bold green]" if r["released"]
-                   else "[bold]not released (bottom)[/bold]")
-        c.print(f"[bold]propose-test-release[/bold]: {verdict}")
+        verdict = (("refused: the search was not decided (no test, no guarantee)", "bold red")
+                   if r["refusal"] else ("released", "bold green") if r["released"]
+                   else ("not released (bottom)", "bold"))
+        c.print(line(("propose-test-release", "bold"), ": ", verdict))
         if r["released"]:
             out = r["output"]
             c.print(f"  output      [{', '.join(fmt(v, 6) for v in out[:10])}{', ...' if len(out) > 10 else ''}]")
@@ -99,7 +102,7 @@ def _ptr(args: argparse.Namespace) -> int:
             c.print(f"  guarantee   (epsilon = {fmt(g['epsilon'])}, delta = {fmt(g['delta'])}) for inputs within "
                     f"{fmt(g['radius'])} in {g['metric']}")
             for claim in g.get("conditional_on", []):
-                c.print(f"  [bold yellow]conditional on[/bold yellow] {claim}")
+                c.print(line("  ", ("conditional on", "bold yellow"), f" {claim}"))
         c.print(f"  steps       {len(r['steps'])}: " + ", ".join(f"{s['decision']}@{fmt(s['radius'], 4)} ({s['method']})"
                                                             for s in r["steps"]))
         for note in r["notes"]:

@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 import os
 
-from .common import add_json_flag, add_model_argument, console, domain_arg, emit, fmt, load_model
+from ..schema import REPORT_SUMMARY
+from .common import (add_json_flag, add_model_argument, console, count_arg, domain_arg, emit, fmt, line, load_model,
+                     magnitude_arg, out_arg, scheduler_arg)
 from .progress import add_progress_flags
 from .ptr_cmd import add_search_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     from ..ptr.proposal import DEFAULT_RULES
-    from ..report.build import DEFAULT_CURVE, DEFAULT_DELTA, DEFAULT_EPSILON, DEFAULT_POINT_TIME_LIMIT
+    from ..ptr.defaults import DEFAULT_CURVE, DEFAULT_DELTA, DEFAULT_EPSILON, DEFAULT_POINT_TIME_LIMIT
 
     p = sub.add_parser(
         "report",
@@ -51,10 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from ..errors import BadInput
     from ..points import read_points
     from ..report import sensitivity_report
-    from ..report.build import MAX_CURVE
+    from ..ptr.defaults import MAX_CURVE
     from ..runs import file_sha256
     from ..vectors import parse_positive
 
@@ -62,12 +63,12 @@ def _report(args: argparse.Namespace) -> int:
     data = read_points(args.data, net.input_dim)
     for name in ("time_limit", "step_time_limit"):
         parse_positive(getattr(args, name), "--" + name.replace("_", "-"))
-    if args.workers < 1:
-        raise BadInput(f"--workers must be a positive integer, got {args.workers}")
-    if not 0 <= args.curve <= MAX_CURVE:
-        raise BadInput(f"--curve must be from 0 to {MAX_CURVE}, got {args.curve}")
-    if args.scheduler is not None and not args.scheduler.startswith(("tcp://", "tls://", "inproc://", "ucx://")):
-        raise BadInput(f"--scheduler takes an address like tcp://HOST:PORT, got {args.scheduler!r}")
+    count_arg(args.workers, "--workers")
+    count_arg(args.curve, "--curve", 0, MAX_CURVE)
+    scheduler_arg(args.scheduler)
+    out_arg(args.out, "directory")
+    for name in ("radius", "max_radius", "tolerance"):
+        magnitude_arg(getattr(args, name), "--" + name.replace("_", "-"))
     report = sensitivity_report(
         net, data, args.radius, epsilon=args.epsilon, delta=args.delta, input_norm=args.input_norm,
         domain=domain_arg(args.domain), rules=args.rules, tolerance=args.tolerance, max_radius=args.max_radius,
@@ -86,7 +87,7 @@ def _report(args: argparse.Namespace) -> int:
     def human(r: dict) -> None:
         c = console()
         st = r["statistics"]["upper"]
-        c.print(f"[bold]sensitivity report[/bold]: {r['points']} points, R = {fmt(r['radius'])}")
+        c.print(line(("sensitivity report", "bold"), f": {r['points']} points, R = {fmt(r['radius'])}"))
         c.print(f"  certified constants  mean {fmt(st['mean'])}, std {fmt(st['std'])}, min {fmt(st['min'])}, "
                 f"max {fmt(st['max'])}  ({r['statistics']['exact_fraction']:.0%} exact)")
         for pr in r["proposals"]:
@@ -96,4 +97,4 @@ def _report(args: argparse.Namespace) -> int:
         for note in r["notes"][1:]:
             c.print(f"  note  {note}")
 
-    return emit(args, summary, human)
+    return emit(args, summary, human, REPORT_SUMMARY)

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
 from ..errors import BadInput
 from ..robustness import options as O
-from .common import (add_json_flag, add_model_argument, console, domain_arg, fmt, jsonable, load_model, short_vector,
-                     vector_arg)
-from .progress import add_progress_flags, status_line
+from ..schema import RADIUS_BATCH
+from .common import (add_json_flag, add_model_argument, console, count_arg, domain_arg, fmt, line, load_model,
+                     magnitude_arg, out_arg, print_json, scheduler_arg, seed_arg, short_vector, threads_arg, vector_arg)
+from .progress import LiveResult, add_progress_flags, partial_certificate
 
 INTERRUPTED_EXIT = 130
 RADIUS_DESCRIPTION = (
@@ -49,6 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scheduler", metavar="ADDR", help="with --points: a Dask scheduler (tcp://host:port)")
     add_progress_flags(p)
     add_json_flag(p)
+    p.add_argument("--jsonl", action="store_true",
+                   help="with --points: one JSON line per point on stdout (JSON Lines) instead of one JSON object")
     p.set_defaults(handler=_radius)
 
     h = sub.add_parser("hyperrectangle", help="a box around a point on which the class is proven constant",
@@ -70,7 +72,8 @@ def _common(p: argparse.ArgumentParser, domain_default: str | None = None) -> No
                    help="run the MILP (default); --no-exact: the fast certified bound and the attack only")
     p.add_argument("--backend", default="auto", choices=("auto", "gurobi", "highs", "cbc"),
                    help="MILP solver (auto: Gurobi when licensed and the model fits, else HiGHS)")
-    p.add_argument("--time-limit", type=float, metavar="S", help="seconds for all stages (per point with --points)")
+    p.add_argument("--time-limit", type=float, metavar="S",
+                   help="wall-clock seconds for the whole command, model loading included (with --points: per point)")
     p.add_argument("--mip-gap", type=float, default=O.DEFAULT_MIP_GAP, metavar="G", help="relative MIP gap")
     p.add_argument("--bounds", default=O.DEFAULT_BOUNDS, choices=("interval", "symbolic", "lp"),
                    help=f"pre-activation bounds of the MILP (default {O.DEFAULT_BOUNDS})")
@@ -91,12 +94,22 @@ def _options(args: argparse.Namespace, net) -> dict:
     from ..robustness.question import class_index
 
     out = dict(domain=domain_arg(args.domain), features=_features(args.features, net.input_dim),
-               target_class=None if args.target_class is None else class_index(args.target_class, net.output_dim),
+               target_class=None if args.target_class is None else class_index(_number(args.target_class),
+                                                                               net.output_dim),
                exact=args.exact, backend=args.backend, time_limit=args.time_limit, mip_gap=args.mip_gap,
-               bounds=args.bounds, threads=args.threads, seed=args.seed)
-    if args.seed < 0:
-        raise BadInput(f"--seed must be a non-negative integer, got {args.seed}")
+               bounds=args.bounds, threads=threads_arg(args.threads), seed=seed_arg(args.seed))
     return out
+
+
+def _number(text: str):
+    """A class index as typed: an int ("3"), a float ("3.0", "1e19", "nan"), else the text (refused by
+    `class_index` with its message)."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def _run(args: argparse.Namespace, engine, net, opts: dict):
@@ -104,12 +117,15 @@ def _run(args: argparse.Namespace, engine, net, opts: dict):
     from ..robustness.question import Classifier
 
     point = vector_arg(args.point, "--point", net.input_dim)
-    live = status_line(args)
+    kind = "robustness_hyperrectangle" if args.command == "hyperrectangle" else "robustness_radius"
+    norm = opts.get("norm", "linf")  # (the hyperrectangle starts from the linf radius)
+    live = LiveResult(args, lambda ev: partial_certificate(
+        kind, ev, scope="box", box=None, input_norm=norm, output_norm=None, model_hash=net.fingerprint(),
+        point=point.tolist(), counterexample=None))
     try:
         return engine(Classifier.of(net, args.model), point, progress=live, **opts)
     finally:
-        if live is not None:
-            live.close()
+        live.close()
 
 
 def _radius(args: argparse.Namespace) -> int:
@@ -124,15 +140,16 @@ def _radius(args: argparse.Namespace) -> int:
         from ..robustness.options import parse_max_radius
 
         parse_max_radius(args.max_radius)
+        magnitude_arg(args.max_radius, "--max-radius")
     if args.points is not None:
         return _radius_batch(args, net, opts)
-    if args.out or args.workers != 1 or args.scheduler or args.overwrite:
-        raise BadInput("--out, --overwrite, --workers and --scheduler apply to --points only")
+    if args.out is not None or args.workers != 1 or args.scheduler is not None or args.overwrite or args.jsonl:
+        raise BadInput("--out, --overwrite, --workers, --scheduler and --jsonl apply to --points only")
     from ..robustness.radius import robustness_radius
 
     cert = _run(args, robustness_radius, net, opts)
     if args.json:
-        print(json.dumps(jsonable(cert.to_dict())))
+        print_json(cert.to_dict())
     else:
         _print_radius(cert.to_dict())
     return INTERRUPTED_EXIT if cert.status == "interrupted" and interrupted() else 0
@@ -141,7 +158,7 @@ def _radius(args: argparse.Namespace) -> int:
 def _print_radius(r: dict) -> None:
     c = console()
     target = "any other class" if r["target_class"] is None else f"class {r['target_class']}"
-    c.print(f"[bold]robustness radius[/bold] ({r['input_norm']}, class {r['predicted_class']} -> {target})")
+    c.print(line(("robustness radius", "bold"), f" ({r['input_norm']}, class {r['predicted_class']} -> {target})"))
     up = "-" if r["upper"] is None else fmt(r["upper"], 9)
     c.print(f"  interval        [{fmt(r['lower'], 9)}, {up}]  status {r['status']}"
             + (f"  radius {fmt(r['radius'], 9)}" if r["radius"] is not None else "")
@@ -160,8 +177,11 @@ def _print_radius(r: dict) -> None:
 def _radius_batch(args: argparse.Namespace, net, opts: dict) -> int:
     from ..robustness.batch import read_points, radius_batch, write_csv
 
-    if args.workers < 1:
-        raise BadInput(f"--workers must be a positive integer, got {args.workers}")
+    count_arg(args.workers, "--workers")
+    scheduler_arg(args.scheduler)
+    out_arg(args.out)
+    if args.json and args.jsonl:
+        raise BadInput("give --json (one JSON object) or --jsonl (one JSON line per point), not both")
     points = read_points(args.points, net.input_dim)
     if args.overwrite and not args.out:
         raise BadInput("--overwrite applies to --out only")
@@ -174,9 +194,11 @@ def _radius_batch(args: argparse.Namespace, net, opts: dict) -> int:
                         scheduler=args.scheduler, progress=None, overwrite=args.overwrite, **opts)
     if as_csv:
         write_csv(rows, args.out)
-    if args.json:
+    if args.jsonl:
         for row in rows:
-            print(json.dumps(jsonable(row)))
+            print_json(row)
+    elif args.json:
+        print_json({"rows": rows}, RADIUS_BATCH)
     else:
         c = console()
         c.print(f"{'index':>6} {'class':>5} {'lower':>14} {'upper':>14} {'status':>14} {'seconds':>8}")
@@ -185,6 +207,9 @@ def _radius_batch(args: argparse.Namespace, net, opts: dict) -> int:
             lo = "-" if row.get("lower") is None else fmt(row["lower"], 9)
             c.print(f"{row['index']:>6} {str(row.get('predicted_class', '-')):>5} {lo:>14} {up:>14} "
                     f"{row['status']:>14} {row.get('seconds', 0.0):>8.2f}")
+        errors = [row for row in rows if row.get("status") == "error"]
+        for row in errors:
+            print(f"certify radius: point {row['index']}: {row.get('error', 'error')}", file=sys.stderr)
         if args.out:
             print(f"results in {args.out}", file=sys.stderr)
     return 0
@@ -215,18 +240,16 @@ def _hyperrectangle(args: argparse.Namespace) -> int:
         raise BadInput("hyperrectangle needs --domain LO,HI (the sides never cross it)")
     cert = _run(args, robustness_hyperrectangle, net, opts)
     d = cert.to_dict()
-    result = {"box": cert.pairs("box"), "outer_box": cert.pairs("outer"), "predicted_class": cert.predicted_class,
-              "status": cert.status, "lower": d["lower"], "upper": d["upper"], "features": d["features"],
-              "seconds": d["seconds"], "notes": d["notes"], "sides": d["sides"], "certificate": d}
-    if args.json:
-        print(json.dumps(jsonable(result)))
+    if args.json:  # the certificate itself (schema certify.certificate/1): box and outer_box as {lo, hi}
+        print_json(d)
     else:
+        box, outer = cert.pairs("box"), cert.pairs("outer")
         c = console()
-        c.print(f"[bold]robustness hyperrectangle[/bold] (class {cert.predicted_class}, status {cert.status}, "
-                f"{cert.seconds:.2f}s)")
+        c.print(line(("robustness hyperrectangle", "bold"), f" (class {cert.predicted_class}, status {cert.status}, "
+                     f"{cert.seconds:.2f}s)"))
         c.print(f"  start: linf radius [{fmt(d['lower'], 9)}, {'-' if d['upper'] is None else fmt(d['upper'], 9)}]")
         for i in d["features"]:
-            (a, b), (oa, ob) = result["box"][i], result["outer_box"][i]
+            (a, b), (oa, ob) = box[i], outer[i]
             c.print(f"  x{i:<4} [{fmt(a, 9)}, {fmt(b, 9)}]   outer [{fmt(oa, 9)}, {fmt(ob, 9)}]")
         for note in d["notes"]:
             c.print(f"  note  {note}")

@@ -9,6 +9,7 @@ import argparse
 import numpy as np
 
 from ..errors import BadInput
+from ..schema import UTILITY
 from .common import add_json_flag, console, domain_arg, emit, fmt, vector_arg
 
 _MECHANISMS = ("laplace", "gaussian", "pm", "sw", "exponential", "krr", "all")
@@ -27,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="laplace | gaussian | pm | sw | exponential | krr | all, or a model file (.onnx, .skops)")
     p.add_argument("--mechanism", dest="model_mechanism", default=None, metavar="M",
                    help="with a MODEL: the mechanism (as MECHANISM above)")
-    p.add_argument("--time-limit", type=float, default=None, help="with an ONNX MODEL: seconds for the box's proofs")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S",
+                   help="with a MODEL: wall-clock seconds for the whole command, model loading included")
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--epsilon", type=float, help="per-feature privacy budget epsilon > 0")
     group.add_argument("--target-rho", type=float, metavar="P", help="find the smallest epsilon with rho >= P")
@@ -163,7 +165,7 @@ def _utility(args: argparse.Namespace) -> int:
         cmp = compare_mechanisms(box, check_ldp_epsilon(args.epsilon), domain=domain, delta=args.delta, k=args.k,
                                  clip=args.clip, calibration=args.calibration, **common)
         result = {**cmp.to_dict(), "domain": list(domain), **_box_fields(box_cert)}
-        return emit(args, result, lambda r: console().print(str(cmp), markup=False))
+        return emit(args, result, lambda r: console().print(str(cmp), markup=False), UTILITY)
     eps0 = 1.0 if args.epsilon is None else check_ldp_epsilon(args.epsilon)
     kw: dict = {"domain": domain}
     if name in ("laplace", "gaussian"):
@@ -194,7 +196,7 @@ def _utility(args: argparse.Namespace) -> int:
             for note in r.get("notes", []):
                 console().print(note, markup=False)
 
-        return emit(args, result, human)
+        return emit(args, result, human, UTILITY)
     u = utility(mech, box, indicator=indicator, **common)
     result = {**u.to_dict(), "delta": mech.delta if name == "gaussian" else args.delta, "domain": list(domain),
               **_box_fields(box_cert)}
@@ -221,7 +223,7 @@ def _utility(args: argparse.Namespace) -> int:
             c.print(f"box       {b['kind']} ({b['status']}, {fmt(b['seconds'], 3)}s): {moving or 'the point only'}",
                     markup=False)
 
-    return emit(args, result, human)
+    return emit(args, result, human, UTILITY)
 
 
 def _box_fields(cert) -> dict:

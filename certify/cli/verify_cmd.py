@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
 from collections import Counter
 
 from ..errors import BadInput
-from .common import jsonable, load_model
+from ..schema import INSTANCES
+from .common import load_model, out_arg, print_json, seed_arg
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,8 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("model", nargs="?", metavar="MODEL", help="ONNX model file (.onnx)")
     p.add_argument("property", nargs="?", metavar="PROPERTY", help="VNNLIB property file (.vnnlib or .vnnlib.gz)")
-    p.add_argument("--timeout", type=float, metavar="S",
-                   help="seconds per property (default 60; with --instances it overrides the CSV's timeouts)")
+    p.add_argument("--timeout", "--time-limit", dest="timeout", type=float, metavar="S",
+                   help="wall-clock seconds for the whole command, model loading included (default 60); with "
+                        "--instances: per instance, overriding the CSV's timeouts")
     p.add_argument("--seed", type=int, default=0, help="seed of the attack (default 0)")
     p.add_argument("--instances", metavar="CSV", help="run an instance list instead of one property")
     p.add_argument("--out", metavar="RESULTS.csv",
@@ -50,13 +51,15 @@ def _timeout(value: float | None) -> float | None:
 
 def _verify(args: argparse.Namespace) -> int:
     timeout = _timeout(args.timeout)
+    seed_arg(args.seed)
+    out_arg(args.out)
     if args.instances:
         if args.model or args.property:
             raise BadInput("give either MODEL PROPERTY or --instances CSV, not both")
         return _run_instances(args, timeout)
     if not (args.model and args.property):
         raise BadInput("verify needs MODEL and PROPERTY (or --instances CSV)")
-    if args.out or args.benchmark or args.overwrite:
+    if args.out is not None or args.benchmark is not None or args.overwrite:
         raise BadInput("--out, --overwrite and --benchmark only apply to --instances")
     from ..verify import load_vnnlib, verify
 
@@ -64,7 +67,7 @@ def _verify(args: argparse.Namespace) -> int:
     net = load_model(args.model)
     result = verify(net, spec, timeout=60.0 if timeout is None else timeout, reference=args.model, seed=args.seed)
     if args.json:
-        print(json.dumps(jsonable(result.to_dict())))
+        print_json(result.to_dict())
     else:
         print(result.vnncomp_text())
     return 0
@@ -108,7 +111,7 @@ def _run_instances(args: argparse.Namespace, timeout: float | None) -> int:
         summary["rows"] = [dict(zip(("benchmark", "onnx", "vnnlib", "prepare_time", "result", "run_time"),
                                     (r.benchmark, r.instance.onnx, r.instance.vnnlib, r.prepare_time, r.result, r.run_time)))
                            for r in results]
-        print(json.dumps(jsonable(summary)))
+        print_json(summary, INSTANCES)
     elif args.out:
         parts = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing new"
         print(f"{len(results)} run ({parts}), {skipped} already in {args.out}; results in {args.out}")

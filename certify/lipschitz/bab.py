@@ -478,7 +478,8 @@ class LipschitzBab:
         sound = sound_solve(milp.model, budget, backend="highs", threads=1,
                             check_point=self.search.check_point(nb, milp),
                             refine=self.search.refine(holder, pair, 1e-6),
-                            node_bound=lambda lo, hi: holder[0].phase_bound(lo, hi))
+                            node_bound=lambda lo, hi: holder[0].phase_bound(lo, hi),
+                            units=lambda v: holder[0].to_lipschitz(v))
         for res in sound.results:
             if res.x is not None:
                 self.search.replay(holder[0], pair, res.x)

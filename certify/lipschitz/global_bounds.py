@@ -195,8 +195,14 @@ def sdp_bound(
         "solver_seconds": l2.solver_seconds,
     }
     status = Status.FALLBACK if l2.fallback else Status.CERTIFIED
+    stopped = {piece.get("stopped") for piece in l2.pieces}
+    notes = []
+    if stopped - {None}:  # Ctrl-C or the time limit cut a solve short: its piece is a norm product
+        status = Status.INTERRUPTED if "interrupted" in stopped else Status.TIME_LIMIT
+        notes.append(f"{'Ctrl-C' if status == Status.INTERRUPTED else 'the time limit'} stopped the SDP: the pieces "
+                     "it did not solve are bounded by their proven norm products")
     return GlobalLipschitzResult(None, mul_up(l2_upper, c), status, input_norm=p, output_norm=q,
-                                 seconds=time.perf_counter() - t0, method=method, details=details)
+                                 seconds=time.perf_counter() - t0, notes=notes, method=method, details=details)
 
 
 # --------------------------------------------------------------------------------------- MIP

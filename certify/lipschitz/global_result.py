@@ -43,6 +43,10 @@ class GlobalLipschitzComparison(Certificate):
     def of(cls, results: list[GlobalLipschitzResult], skipped: dict[str, str]) -> "GlobalLipschitzComparison":
         best = min((r for r in results if r.box is None), key=lambda r: r.upper)
         status = Status.FALLBACK if best.status == Status.FALLBACK else Status.CERTIFIED
+        for stop in (Status.INTERRUPTED, Status.TIME_LIMIT):  # a method cut short: say so
+            if any(r.status == stop for r in results):
+                status = stop
+                break
         return cls(None, best.upper, status, all(r.certified for r in results), None, best.input_norm,
                    best.output_norm, sum(r.seconds for r in results), [], results, skipped)
 

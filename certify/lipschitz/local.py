@@ -36,7 +36,7 @@ from solvers.milp.backends import GurobiBackend, ModelTooLarge, choose_backend, 
 from solvers.milp.lipschitz import LipschitzMilp, build_lipschitz_milp
 from solvers.milp.sound import SoundSolve, sound_solve
 from solvers.rounding import round_up, sqrt_up
-from solvers.runtime import Budget, ProgressCallback, interruptible
+from solvers.runtime import Abandoned, Budget, ProgressCallback, interruptible, may_abandon, run_abandonable
 
 from ..certificate import issues
 from .certificate import LipschitzCertificate
@@ -104,7 +104,10 @@ def local_lipschitz(
         method = _method(opts, nb)
         if method != "milp":
             return bab_certificate(net, box, question, opts, nb, search, budget, fast, live, method)
-        plan = _plan(net, nb, question, opts, budget)
+        try:
+            plan = _plan(net, nb, question, opts, budget)
+        except _NoTime:  # Ctrl-C or the deadline before the MILP was built: the fast bound it is
+            return bab_certificate(net, box, question, opts, nb, search, budget, fast, live, "bounds")
         solves = [_solve_pair(pair, holder, nb, search, opts, budget, live, k, len(plan.pairs))
                   for k, (pair, holder) in enumerate(plan.pairs)]
         return _certificate(box, question, opts, nb, search, plan, solves, budget, fast)
@@ -171,16 +174,38 @@ class _Plan:
     notes: list[str] = field(default_factory=list)
 
 
+class _NoTime(Exception):
+    """Ctrl-C or the deadline came before the MILP was built."""
+
+
+def _built(make, budget: Budget):
+    """make() (a MILP build: seconds on 784-512-512 layers, polling nothing), raising `_NoTime` when
+    the budget has run out; in the CLI process the build is abandoned at the deadline or at Ctrl-C
+    (`solvers.runtime.run_abandonable`), elsewhere it runs to its end."""
+    if budget.expired():
+        raise _NoTime
+    if not may_abandon():
+        return make()
+    try:
+        return run_abandonable(make, budget.deadline)
+    except Abandoned:
+        raise _NoTime from None
+
+
 def _plan(net, nb, question: NormQuestion, opts: LocalOptions, budget: Budget) -> _Plan:
     p, q, c = question.p, question.q, question.target
     notes: list[str] = []
 
     def build(pair) -> list[LipschitzMilp]:
-        milp = build_lipschitz_milp(net, nb, pair[0], pair[1], c, opts.formulation, "interval")
+        milp = _built(lambda: build_lipschitz_milp(net, nb, pair[0], pair[1], c, opts.formulation, "interval"), budget)
         # an explicit back-end that cannot take the model is refused before the costly LP pass
         choose_backend("gurobi" if method == "miqp" else opts.backend, milp.model)
         if opts.pass_bounds == "lp":
-            milp = build_lipschitz_milp(net, nb, pair[0], pair[1], c, opts.formulation, "lp", budget.stage(0.25))
+            try:  # (the interval MILP stands when there is no time for the LP pass)
+                milp = _built(lambda: build_lipschitz_milp(net, nb, pair[0], pair[1], c, opts.formulation, "lp",
+                                                           budget.stage(0.25)), budget)
+            except _NoTime:
+                pass
         return [milp]
 
     method = "milp"
@@ -188,7 +213,7 @@ def _plan(net, nb, question: NormQuestion, opts: LocalOptions, budget: Budget) -
         return _Plan([((p, q), build((p, q)))], method, notes)
     if opts.l2_method != "equivalence" and opts.backend in ("auto", "gurobi"):
         gurobi = GurobiBackend()
-        milp = build_lipschitz_milp(net, nb, p, q, c, opts.formulation, "interval")
+        milp = _built(lambda: build_lipschitz_milp(net, nb, p, q, c, opts.formulation, "interval"), budget)
         reason = gurobi.unavailable_reason() if not gurobi.available() else gurobi.unsupported_reason(milp.model)
         if not reason:
             method = "miqp"
@@ -232,7 +257,8 @@ def _solve_pair(pair, holder: list[LipschitzMilp], nb, search: WitnessSearch, op
                         mip_gap=opts.mip_gap, threads=opts.threads, verbose=opts.verbose, start=start,
                         check_point=search.check_point(nb, milp), refine=search.refine(holder, pair, opts.mip_gap),
                         fallback=fallback, on_progress=live.hook(holder, n == 1),
-                        node_bound=lambda lo, hi: holder[0].phase_bound(lo, hi))
+                        node_bound=lambda lo, hi: holder[0].phase_bound(lo, hi),
+                        units=lambda v: holder[0].to_lipschitz(v))
     for res in sound.results:
         if res.x is not None and not budget.expired():
             search.replay(holder[0], pair, res.x)

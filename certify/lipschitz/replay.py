@@ -220,14 +220,14 @@ def sample_lower(
 ) -> tuple[float, DifferentiablePoint | None]:
     """Best certified lower bound over the box centre and `samples` uniform random points
     (fewer when `deadline`, a `time.perf_counter()` value, passes)."""
-    import time
+    from solvers.runtime import past
 
     rng = np.random.default_rng(seed)
     points = np.vstack([(lo + hi) / 2.0, rng.uniform(lo, hi, size=(samples, lo.size))])
     blocks = relu_blocks(net) if blocks is None else blocks
     best, best_pt = 0.0, None
     for x in points:
-        if deadline is not None and time.perf_counter() > deadline and best_pt is not None:
+        if best_pt is not None and past(deadline):  # (Ctrl-C and the command deadline too)
             break
         pt = differentiable_point(net, x, blocks)
         if pt is None:
@@ -267,6 +267,12 @@ def norm_estimates(blocks, X: np.ndarray, input_norm: str, output_norm: str | No
     NOT sound: they only rank points, and the best are replayed (`differentiable_point`,
     `norm_lower`). Norms without a cheap closed form are ranked by the Frobenius norm. `dtype`
     float32 halves the cost of ranking."""
+    with np.errstate(over="ignore", invalid="ignore"):  # far out (or in float32) a norm overflows to inf: ranked
+        return _norm_estimates(blocks, X, input_norm, output_norm, target, dtype)  # first, then replayed (harmless)
+
+
+def _norm_estimates(blocks, X: np.ndarray, input_norm: str, output_norm: str | None, target: np.ndarray | None,
+                    dtype) -> np.ndarray:
     J = batch_jacobians(blocks, X, dtype)
     if target is not None:
         g = np.abs(np.einsum("m,bmn->bn", np.asarray(target, dtype=J.dtype), J))

@@ -20,7 +20,7 @@ from solvers.lp import MilpModel
 from solvers.milp.lipschitz import LipschitzMilp
 from solvers.milp.result import MilpResult
 from solvers.regions import has_no_interior, interior_point
-from solvers.runtime import Budget
+from solvers.runtime import Budget, past
 
 from .options import NormQuestion
 from .replay import DifferentiablePoint, differentiable_point, direction_pair, norm_estimates, norm_lower, sample_lower
@@ -204,8 +204,8 @@ def dense_ascent(search: WitnessSearch, deadline: float | None, samples: int = D
                             for k in range(0, X.shape[0], chunk)]).astype(np.float64)
         return np.nan_to_num(v, nan=-np.inf, posinf=-np.inf)
 
-    def late(until: float | None) -> bool:
-        return until is not None and time.perf_counter() > until
+    def late(until: float | None) -> bool:  # (Ctrl-C and the command deadline count too)
+        return past(until)
 
     t0 = time.perf_counter()
     sample_until = None if deadline is None else t0 + 0.5 * max(deadline - t0, 0.0)
@@ -263,14 +263,19 @@ def _climb(search, points, q, blocks, lo, hi, steps, deadline) -> bool:
     for _ in range(steps):
         if not active:
             break
-        if deadline is not None and time.perf_counter() > deadline:
+        if past(deadline):
             on_time = False
             break
         cands, owner = [], []
         for a in active:
+            if past(deadline):  # one walk's neighbours cost a Jacobian: check between walks
+                break
             nb = _neighbours(blocks, paths[a][-1], lo, hi)
             cands += nb
             owner += [a] * len(nb)
+        if past(deadline):
+            on_time = False
+            break
         if not cands:
             break
         ev = norm_estimates(blocks, np.array(cands), q.p, q.q, q.target)

@@ -97,7 +97,8 @@ class SecureSampler:
         # coordinates of one query: a vector, or each row of a batch (n, ...) whatever its shape
         k = 1 if values.ndim == 0 else (values.size if values.ndim == 1 else int(np.prod(values.shape[1:])))
         gamma = self.grid(sensitivity, k, norm)
-        scaled = values / gamma  # exact: gamma is a power of two
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):  # refused just below
+            scaled = values / gamma  # exact: gamma is a power of two (0 when the sensitivity is subnormal)
         if not np.all(np.isfinite(scaled)):
             raise BadInput("values are too large (or not finite) for the secure sampler's grid")
         draw = self._integer_sampler(noise, gamma)

@@ -44,12 +44,11 @@ from ..errors import BadInput
 from .bounds import global_upper, jacobian_upper, sampled_lower
 from .claims import refuted
 from .decide import ACCEPT, REJECT, UNDECIDED, bab_decide, milp_decide
+from .defaults import DEFAULT_SAMPLES, DEFAULT_STEP_TIME_LIMIT
 from .grid import TestGrid
 from .shared import SharedBounds
 from .split import MAX_SPLIT_INPUTS, SplitDecider
 
-DEFAULT_STEP_TIME_LIMIT = 10.0
-DEFAULT_SAMPLES = 16
 #: share of a step's time given to input splitting before the MILP (all of it without the MILP)
 SPLIT_SHARE = 0.1
 #: share of the widest step's time for proving the proposal on an aligned superset box (streams only)

@@ -37,17 +37,13 @@ from ..privacy.params import check_metric
 from ..ptr.grid import TestGrid
 from ..ptr.mechanism import OUTPUT_NORM
 from ..ptr.proposal import TIE_MARGIN, noise_scale, parse_rules, propose, release_rate
-from ..ptr.search import DEFAULT_STEP_TIME_LIMIT
+from ..ptr.defaults import (DEFAULT_CURVE, DEFAULT_DELTA, DEFAULT_EPSILON, DEFAULT_POINT_TIME_LIMIT,
+                            DEFAULT_STEP_TIME_LIMIT, MAX_CURVE)
 from ..runs import RunIdentity, claim_directory, item_sha256
 from .tasks import certify_point, search_point
 
 SCHEMA = "certify.report/1"
 SCHEMA_PATH = os.path.join(os.path.dirname(os.path.dirname(__file__)), "schema", "report.schema.json")
-DEFAULT_EPSILON = 1.0
-DEFAULT_DELTA = 1e-5
-DEFAULT_POINT_TIME_LIMIT = 30.0
-DEFAULT_CURVE = 8
-MAX_CURVE = 200
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99)
 EPSILONS = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 #: fields whose values depend on the run (time, machine), not on the inputs

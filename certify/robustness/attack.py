@@ -43,6 +43,9 @@ class FlipAttack:
 
     # ------------------------------------------------------------------ loss
     def margins(self, X: np.ndarray) -> np.ndarray:
+        rows = self.batch.rows(len(X))  # in chunks within the memory budget (all at once when they fit)
+        if rows < len(X):
+            return np.concatenate([self.margins(X[s:s + rows]) for s in range(0, len(X), rows)])
         Y, _ = self.batch.forward(X)
         self.points += len(X)
         V = Y @ self.C.T
@@ -97,6 +100,7 @@ class FlipAttack:
     # ------------------------------------------------------------------ regions
     def in_ball(self, radius: float, norm: str, deadline: float, restarts: int = RESTARTS) -> Flip | None:
         """A replayed flip with ||x - x0|| <= radius (norm), or None."""
+        restarts = self.batch.rows(restarts)  # within the memory budget
         x0, free = self.q.point, self.q.movable
         lo, hi = self.q.limits()
         box_lo, box_hi = np.maximum(x0 - radius, lo), np.minimum(x0 + radius, hi)
@@ -129,6 +133,7 @@ class FlipAttack:
 
     def in_box(self, box: Box, deadline: float, key=None, restarts: int = RESTARTS) -> Flip | None:
         """A replayed flip inside `box` (the best by `key`, default the flip margin), or None."""
+        restarts = self.batch.rows(restarts)  # within the memory budget
         width = box.hi - box.lo
 
         def project(X):

@@ -31,10 +31,14 @@ _MODELS: dict[str, Any] = {}  # a worker loads each model file once
 
 
 def read_points(path: str | os.PathLike, dim: int | None = None) -> np.ndarray:
-    """The points of a .npy / .csv / .json / .jsonl file as a (k, n) float64 array."""
+    """The points of a .npy / .csv / .json / .jsonl file as a (k, n) float64 array (the table's shape
+    is checked; its values are checked per row, by the radius of each point)."""
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise BadInput(f"points file {path} does not exist" if not os.path.isdir(path) else f"{path} is a directory")
+    if os.path.isdir(path):
+        raise BadInput(f"{path} is a directory")
+    from models.file_kinds import check_input_file
+
+    check_input_file(path, "points file")  # missing, a device, FIFO or socket, or over the memory budget
     ext = os.path.splitext(path)[1].lower()
     try:
         if ext == ".npy":
@@ -61,9 +65,8 @@ def read_points(path: str | os.PathLike, dim: int | None = None) -> np.ndarray:
         raise BadInput(f"points file {path}: expected one point per row (a 2-D table), got shape {list(points.shape)}")
     if dim is not None and points.shape[1] != dim:
         raise BadInput(f"points file {path}: rows have {points.shape[1]} values but the model takes {dim} inputs")
-    if not np.all(np.isfinite(points)):
-        bad = int(np.flatnonzero(~np.all(np.isfinite(points), axis=1))[0])
-        raise BadInput(f"points file {path}: row {bad} contains NaN or inf")
+    # a row with NaN or inf is not refused here: `radius_batch` gives it status "error" with the
+    # message, and the other rows still run
     return points
 
 
@@ -94,8 +97,11 @@ def _radius_task(index: int, point: list[float], *, model: Any, options: dict) -
     """One point of the batch (runs in a worker: the model file is loaded once per process)."""
     from .radius import robustness_radius
 
+    from ..vectors import check_magnitude
+
     model = _classifier(model)
     try:
+        check_magnitude(point, "a coordinate of the point")  # NaN and inf: refused by robustness_radius
         return robustness_radius(model, np.asarray(point), **options).to_dict()
     except BadInput as exc:
         return {"status": "error", "error": " ".join(str(exc).split())}

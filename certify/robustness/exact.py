@@ -91,7 +91,7 @@ def run_exact(question: FlipQuestion, nb: NetworkBounds, build: Callable, sense:
     sound = sound_solve(milp.model, budget, backend="gurobi" if milp.model.is_quadratic else opts.backend,
                         mip_gap=opts.mip_gap, threads=opts.threads, fallback=fallback,
                         check_point=lambda v: milp.leaves_bounds(net, nb, v), on_progress=on_progress,
-                        node_bound=milp.node_bound())
+                        node_bound=milp.node_bound(), units=to_units)
     flips = []
     for res in sound.results:
         if res.x is not None:

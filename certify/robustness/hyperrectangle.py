@@ -144,6 +144,8 @@ class _Grow:
         start = float(lo[i] if lower else hi[i])
         if start == edge:
             return _Side(i, side, edge, edge, "edge", "edge")
+        if self.budget.expired():  # Ctrl-C or the time limit: the side stays where the radius put it
+            return _Side(i, side, start, edge, "interrupted" if interrupted() else "time_limit", "fast")
         proven = self._fast_push(lo, hi, i, lower, start, edge)
         if proven == edge:
             return _Side(i, side, edge, edge, "edge", "fast")
@@ -172,7 +174,7 @@ class _Grow:
         good, bad = start, edge
         for _ in range(FAST_STEPS):
             mid = 0.5 * (good + bad)
-            if mid in (good, bad):
+            if mid in (good, bad) or self.budget.expired():
                 break
             if self.fast.kept(self._slab(lo, hi, i, start, mid)):  # (the box up to `start` is proven)
                 good = mid

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.ir import Network
+from models.memory import batch_rows, fits, require_work
 from solvers.bounds import relu_blocks
+from solvers.runtime import past
 
 from .counterexample import Counterexample, check_counterexample
 from .runtime import OnnxReference
@@ -28,6 +30,20 @@ class BatchNet:
 
     def __init__(self, net: Network) -> None:
         self.blocks = relu_blocks(net)
+
+    def row_bytes(self) -> float:
+        """Working bytes per point of a forward + backward pass: the input, about four vectors of
+        the widest layer (pre-activation, output, gradient, products) and the kept masks."""
+        widest = max(max(b.in_dim, b.out_dim) for b in self.blocks)
+        return 8.0 * (self.blocks[0].in_dim + 4 * widest) + sum(b.out_dim for b in self.blocks)
+
+    def rows(self, wanted: int) -> int:
+        """How many of `wanted` points to push through the network at once within the memory
+        budget (`models.memory.batch_rows`); refused (`TooLarge`) when not even one fits."""
+        rows = batch_rows(wanted, self.row_bytes())
+        if rows < 1:
+            require_work(self.row_bytes(), "one point of the attack's batch")
+        return max(rows, 1)
 
     def forward(self, X: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         masks = []
@@ -101,6 +117,7 @@ class Falsifier:
     # ---------------------------------------------------------------- phases
     def sample(self, r: int, n: int) -> Counterexample | None:
         reg = self.regions[r]
+        n = self.batch.rows(n)
         X = self.rng.uniform(reg.lo, reg.hi, size=(n, reg.dim))
         X[0] = 0.5 * (reg.lo + reg.hi)
         return self.consider(r, X, self.margins(r, X))
@@ -110,9 +127,11 @@ class Falsifier:
         points of each clause: unsafe sets of a few 1e-4 in the input space (ACAS Xu N5_3 property
         2) are missed by PGD's signed steps but land near some of a million samples."""
         reg = self.regions[r]
+        # the batch within the memory budget (65,536 points of a wide net's layers would not fit)
+        batch = self.batch.rows(batch)
         stop = time.perf_counter() + share * max(deadline - time.perf_counter(), 0.0)
         keep_x, keep_m = np.zeros((0, reg.dim)), np.zeros((0, len(reg.clauses)))
-        while time.perf_counter() < stop:
+        while not past(stop):  # (Ctrl-C and the command deadline stop it too)
             X = self.rng.uniform(reg.lo, reg.hi, size=(batch, reg.dim))
             M = self.margins(r, X)
             cex = self.consider(r, X, M)
@@ -122,7 +141,7 @@ class Falsifier:
             keep_x, keep_m = np.vstack([keep_x, X[top]]), np.vstack([keep_m, M[top]])
         for c in range(len(reg.clauses)):
             for i in np.argsort(-keep_m[:, c])[:polish] if len(keep_m) else []:
-                if time.perf_counter() > deadline:
+                if past(deadline):
                     return None
                 cex = self.lp_polish(r, c, keep_x[i], reg.lo, reg.hi)
                 if cex is not None:
@@ -150,7 +169,7 @@ class Falsifier:
             X = np.clip(X - step * width * np.sign(gX), lo, hi)
             if t % 10 == 9 or t == steps - 1:
                 cex = self.consider(r, X, self.margins(r, X))
-                if cex is not None or time.perf_counter() > deadline:
+                if cex is not None or past(deadline):
                     return cex
         return None
 
@@ -166,6 +185,9 @@ class Falsifier:
         if rows.count == 0:
             return None
         n = x0.size
+        hidden = [blk.out_dim for blk in self.batch.blocks[:-1]]
+        if not fits(8.0 * n * (n + 4 * max(hidden + [n]) + 2 * sum(hidden) + 2 * rows.count)):
+            return None  # the dense region LP does not fit in memory: it only proposes points
         x, best_t = np.clip(x0, lo, hi), -np.inf
         for _ in range(walks):
             M, c = np.eye(n), np.zeros(n)
@@ -201,24 +223,24 @@ class Falsifier:
         or `rounds` rounds; returns the first replayed counterexample, if any."""
         order = []
         for r in range(len(self.regions)):
-            if time.perf_counter() > deadline:
+            if past(deadline):
                 return self.outcome(None)
             cex = self.sample(r, samples) or self.dense(r, deadline)
             if cex is not None:
                 return self.outcome(cex)
             order.append(r)
         done = 0
-        while time.perf_counter() < deadline and (rounds is None or done < rounds):
+        while not past(deadline) and (rounds is None or done < rounds):
             for r in order:
                 reg = self.regions[r]
                 for c in range(len(reg.clauses)):
-                    starts = self.rng.uniform(reg.lo, reg.hi, size=(restarts, reg.dim))
+                    starts = self.rng.uniform(reg.lo, reg.hi, size=(self.batch.rows(restarts), reg.dim))
                     if self.best_x is not None and done == 0 and np.all(self.best_x >= reg.lo) and np.all(self.best_x <= reg.hi):
                         starts[0] = self.best_x
                     cex = self.pgd(r, c, starts, steps, deadline)
                     if cex is not None:
                         return self.outcome(cex)
-                    if time.perf_counter() > deadline:
+                    if past(deadline):
                         return self.outcome(None)
             done += 1
         return self.outcome(None)

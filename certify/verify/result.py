@@ -40,7 +40,8 @@ class VerificationResult(Certificate):
     def __post_init__(self) -> None:
         if self.result not in RESULTS:
             raise ValueError(f"unknown verification result {self.result!r}")
-        if self.status != _STATUS[self.result]:
+        # a timeout cut short by Ctrl-C is reported as interrupted (the same undecided answer)
+        if self.status != _STATUS[self.result] and (self.result, self.status) != ("timeout", Status.INTERRUPTED):
             raise ValueError(f"result {self.result} needs status {_STATUS[self.result]}, got {self.status}")
         if (self.result == "sat") != (self.counterexample is not None):
             raise ValueError("a sat result needs a counterexample, and only a sat result has one")
@@ -52,7 +53,8 @@ class VerificationResult(Certificate):
         if cex is not None:
             kwargs["counterexample"] = cex.to_dict()
             kwargs["replay"] = cex.replay_dict()
-        return cls(status=_STATUS[result], result=result, **kwargs)
+        status = kwargs.pop("status", None) or _STATUS[result]
+        return cls(status=status, result=result, **kwargs)
 
     @property
     def witness(self) -> str | None:

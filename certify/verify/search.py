@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from solvers.runtime import past
 
 from .attack import Falsifier
 from .counterexample import Counterexample
@@ -167,11 +168,11 @@ class InputSplitSearch:
             cex = self._expand(r, region.lo[None, :], region.hi[None, :], [None])
             if cex is not None:
                 return self._outcome(SAT, cex)
-            if time.perf_counter() > deadline:
+            if past(deadline):
                 return self._outcome(TIMEOUT)
         batches = 0
         while self.stack:
-            if time.perf_counter() > deadline:
+            if past(deadline):  # the timeout, the command deadline or Ctrl-C
                 return self._outcome(TIMEOUT)
             if self.pgd_every and batches % self.pgd_every == self.pgd_every - 1:
                 # PGD inside the open node whose center is closest to unsafe (once per node)

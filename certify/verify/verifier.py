@@ -21,8 +21,9 @@ from models.box import Box
 from models.errors import BadInput
 from models.ir import Network
 from solvers.blas import single_threaded_blas
+from solvers.runtime import command_deadline, earliest, interrupted
 
-from ..certificate import issue
+from ..certificate import Status, issue
 from .attack import Falsifier
 from .batch_bounds import BatchedSymbolicBounds
 from .node_bounds import NodeBounder
@@ -99,7 +100,7 @@ def _verify(model, spec, timeout, reference, seed, bounder, attack_seconds, max_
         spec = load_vnnlib(spec)
     spec.check_model(net)
     notes += list(spec.notes)
-    deadline = t0 + float(timeout)
+    deadline = earliest(t0 + float(timeout), command_deadline())  # (the CLI's whole-command limit)
     common: dict[str, Any] = {"model": name, "vnnlib": spec.source, "certified": True}
     if spec.is_empty:
         return issue(VerificationResult.build("unsat", lower=None, upper=-math.inf, box=None, nodes=0,
@@ -132,6 +133,9 @@ def _verify(model, spec, timeout, reference, seed, bounder, attack_seconds, max_
     details["attack"]["points"] = falsifier.points
     notes += out.notes
     result = _RESULT[out.status]
+    status = Status.INTERRUPTED if result == "timeout" and interrupted() else None
+    if status:
+        notes.append("interrupted (Ctrl-C): the search stopped undecided")
     lower = _witness_margin(net, spec, falsifier.best_x)
     if out.counterexample is not None:
         details["found_by"] = "search"
@@ -143,7 +147,7 @@ def _verify(model, spec, timeout, reference, seed, bounder, attack_seconds, max_
                            f"{out.upper!r}; please report this model and property")
     return issue(VerificationResult.build(result, cex=out.counterexample, lower=lower, upper=out.upper, box=box,
                                           nodes=out.nodes, seconds=time.perf_counter() - t0, notes=notes,
-                                          details=details, **common), net)
+                                          details=details, status=status, **common), net)
 
 
 __all__ = ["verify"]

@@ -142,25 +142,47 @@ class _Parser:
         return dims[0], dims[1]
 
     # ---------------------------------------------------------------- terms
-    def term(self, node) -> tuple[Coefs, float]:
-        if isinstance(node, _Atom):
-            t = node.text
-            if _NUMBER.match(t):
-                return {}, float(t)
-            m = _VARIABLE.match(t)
-            if m:
-                kind, idx = m.group(1), int(m.group(2))
-                if idx not in self.declared[kind]:
-                    raise self.error(node.line, f"{t} is used but not declared")
-                return {(kind, idx): 1.0}, 0.0
-            if t.lower().lstrip("+-") in ("inf", "infinity", "nan"):
-                raise self.error(node.line, f"{t} is not a finite number")
-            raise self.error(node.line, f"unexpected {t!r}: expected a number or a variable X_i / Y_j")
-        if not node.items or not isinstance(node.items[0], _Atom):
-            raise self.error(node.line, "expected a term: a number, a variable or (+ ...), (- ...), (* ...)")
-        op, args = node.items[0].text, node.items[1:]
-        if op in ("+", "-") and args:
-            terms = [self.term(a) for a in args]
+    # Terms and formulas are evaluated with an explicit stack (post-order), never by recursion:
+    # a file nested thousands of levels deep parses like a flat one (no RecursionError).
+    def _atom_term(self, node: _Atom) -> tuple[Coefs, float]:
+        t = node.text
+        if _NUMBER.match(t):
+            return {}, float(t)
+        m = _VARIABLE.match(t)
+        if m:
+            kind, idx = m.group(1), int(m.group(2))
+            if idx not in self.declared[kind]:
+                raise self.error(node.line, f"{t} is used but not declared")
+            return {(kind, idx): 1.0}, 0.0
+        if t.lower().lstrip("+-") in ("inf", "infinity", "nan"):
+            raise self.error(node.line, f"{t} is not a finite number")
+        raise self.error(node.line, f"unexpected {t!r}: expected a number or a variable X_i / Y_j")
+
+    def term(self, root) -> tuple[Coefs, float]:
+        values: list[tuple[Coefs, float]] = []
+        stack: list[tuple[object, bool]] = [(root, False)]
+        while stack:
+            node, ready = stack.pop()
+            if isinstance(node, _Atom):
+                values.append(self._atom_term(node))
+                continue
+            if not node.items or not isinstance(node.items[0], _Atom):
+                raise self.error(node.line, "expected a term: a number, a variable or (+ ...), (- ...), (* ...)")
+            op, args = node.items[0].text, node.items[1:]
+            if op not in ("+", "-", "*") or not args:
+                raise self.error(node.line, f"unsupported term operator {op!r}: terms are numbers, variables, +, - "
+                                            "and (* number term)")
+            if not ready:  # the operands first (in order), then this node
+                stack.append((node, True))
+                stack.extend((a, False) for a in reversed(args))
+                continue
+            terms = values[len(values) - len(args):]
+            del values[len(values) - len(args):]
+            values.append(self._combine_terms(node, op, terms))
+        return values[0]
+
+    def _combine_terms(self, node: _List, op: str, terms: list[tuple[Coefs, float]]) -> tuple[Coefs, float]:
+        if op in ("+", "-"):
             if op == "-" and len(terms) == 1:
                 return {k: -v for k, v in terms[0][0].items()}, -terms[0][1]
             coefs, const = dict(terms[0][0]), terms[0][1]
@@ -170,15 +192,12 @@ class _Parser:
                     coefs[k] = coefs.get(k, 0.0) + sign * v
                 const += sign * k0
             return coefs, const
-        if op == "*" and args:
-            terms = [self.term(a) for a in args]
-            linear = [t for t in terms if t[0]]
-            if len(linear) > 1:
-                raise self.error(node.line, "a product of variables is not linear; only (* number term) is supported")
-            factor = math.prod(t[1] for t in terms if not t[0])
-            coefs, const = linear[0] if linear else ({}, 1.0)
-            return {k: factor * v for k, v in coefs.items()}, factor * const
-        raise self.error(node.line, f"unsupported term operator {op!r}: terms are numbers, variables, +, - and (* number term)")
+        linear = [t for t in terms if t[0]]
+        if len(linear) > 1:
+            raise self.error(node.line, "a product of variables is not linear; only (* number term) is supported")
+        factor = math.prod(t[1] for t in terms if not t[0])
+        coefs, const = linear[0] if linear else ({}, 1.0)
+        return {k: factor * v for k, v in coefs.items()}, factor * const
 
     # ---------------------------------------------------------------- formulas -> DNF
     def comparison(self, node: _List, op: str) -> list[_Constraint]:
@@ -201,30 +220,43 @@ class _Parser:
             coefs[k] = coefs.get(k, 0.0) - v
         return _Constraint({k: v for k, v in coefs.items() if v != 0.0}, kb - ka, strict, line)
 
-    def dnf(self, node, negate: bool = False) -> list[list[_Constraint]]:
-        """The formula (or its negation) as a list of conjunctions."""
-        if isinstance(node, _Atom):
-            if node.text in ("true", "false"):
-                return [[]] if (node.text == "true") != negate else []
-            raise self.error(node.line, f"unexpected {node.text!r} where a formula was expected")
-        if not node.items or not isinstance(node.items[0], _Atom):
-            raise self.error(node.line, "expected a formula: (and ...), (or ...), (not ...) or a comparison")
-        op, args = node.items[0].text, node.items[1:]
-        if op == "not":
-            if len(args) != 1:
-                raise self.error(node.line, "(not F) takes exactly one formula")
-            return self.dnf(args[0], not negate)
-        if op in ("and", "or"):
-            parts = [self.dnf(a, negate) for a in args]
-            if (op == "or") != negate:
-                return [conj for p in parts for conj in p]
-            return self.product(parts, node.line)
-        if op in _COMPARISONS:
-            conj = self.comparison(node, op)
-            if not negate:
-                return [conj]
-            return [[c.negated()] for c in conj]  # not (c1 and c2 ...) = (not c1) or (not c2) ...
-        raise self.error(node.line, f"unsupported operator {op!r} in an assertion; supported: and, or, not, <=, >=, <, >, =")
+    def dnf(self, root, negate: bool = False) -> list[list[_Constraint]]:
+        """The formula (or its negation) as a list of conjunctions (an explicit stack, no recursion)."""
+        values: list[list[list[_Constraint]]] = []
+        stack: list[tuple[object, bool, bool]] = [(root, negate, False)]
+        while stack:
+            node, neg, ready = stack.pop()
+            if isinstance(node, _Atom):
+                if node.text in ("true", "false"):
+                    values.append([[]] if (node.text == "true") != neg else [])
+                    continue
+                raise self.error(node.line, f"unexpected {node.text!r} where a formula was expected")
+            if not node.items or not isinstance(node.items[0], _Atom):
+                raise self.error(node.line, "expected a formula: (and ...), (or ...), (not ...) or a comparison")
+            op, args = node.items[0].text, node.items[1:]
+            if op == "not":
+                if len(args) != 1:
+                    raise self.error(node.line, "(not F) takes exactly one formula")
+                stack.append((args[0], not neg, False))  # its value is this node's value
+            elif op in ("and", "or"):
+                if not ready:  # the operands first (in order), then this node
+                    stack.append((node, neg, True))
+                    stack.extend((a, neg, False) for a in reversed(args))
+                    continue
+                parts = values[len(values) - len(args):]
+                del values[len(values) - len(args):]
+                if (op == "or") != neg:
+                    values.append([conj for p in parts for conj in p])
+                else:
+                    values.append(self.product(parts, node.line))
+            elif op in _COMPARISONS:
+                conj = self.comparison(node, op)
+                # not (c1 and c2 ...) = (not c1) or (not c2) ...
+                values.append([[c.negated()] for c in conj] if neg else [conj])
+            else:
+                raise self.error(node.line, f"unsupported operator {op!r} in an assertion; supported: and, or, not, "
+                                            "<=, >=, <, >, =")
+        return values[0]
 
     def product(self, parts: Iterable[list[list[_Constraint]]], line: int) -> list[list[_Constraint]]:
         out: list[list[_Constraint]] = [[]]

@@ -18,6 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from models.memory import BLOCK_BYTES, block_rows, fits, require_work, work_left, working
+
+from .blocked import abs_matmul, interval_matmul, right_abs_matmul, right_interval_matmul
 from .interval import affine_interval
 from .jacobian_linear import linear_pass_upper
 from .types import ACTIVE, UNSTABLE
@@ -68,6 +71,8 @@ def jacobian_maps(weights: list[np.ndarray], phases: list[np.ndarray], mode: str
     raise ValueError(f"unknown pass direction {mode!r}")
 
 
+# what a refusal of the Jacobian bounds suggests (a bound that needs no Jacobian matrices)
+JACOBIAN_ALTERNATIVE = "use a global bound (certify global --method naive or eclipse-fast: products of layer norms)"
 # output functionals enumerated exactly up to this many outputs (2^(m-1) sign vectors for l1)
 MAX_SIGN_OUTPUTS = 12
 LINEAR_FIRST_DIRECTIONS = 4  # input directions per box in the first round of linear bounds
@@ -97,26 +102,31 @@ def clarke_norm_bound(weights: list[np.ndarray], s_lo: list[np.ndarray], s_hi: l
     m = weights[-1].shape[0]
     C = _output_functionals(m, q, target)
     length = sum(w.shape[1] for w in weights) + m + 2
+    n0, widest = weights[0].shape[1], max(w.shape[0] for w in weights)
+    what = f"the Jacobian matrices of a local Lipschitz bound (up to {widest} x {n0})"
     if all(np.array_equal(a, b) for a, b in zip(s_lo, s_hi)):  # one Jacobian: its norm, certified
-        M, mag = weights[0], np.abs(weights[0])
-        for s, W in zip(s_lo, weights[1:]):
-            M, mag = W @ (s[:, None] * M), np.abs(W) @ (s[:, None] * mag)
-        err = 4.0 * gamma(length) * mag
-        if target is not None:
-            c = np.asarray(target, dtype=np.float64)
-            M, err = (c @ M)[None, :], ((np.abs(c) @ err) * (1 + 1e-12))[None, :]
-            p, q = dual(dual(p)), "l1"  # the row vector's dual norm: ||g||_{p*} = ||g^T||_{p -> any} for 1 row
-        return round_up(operator_norm_upper(M, p, str(q)) + operator_norm_upper(err, p, str(q)), 1.0, 2)
+        # M, its magnitude, their products and scaled copies: about five widest x n0 matrices
+        with working(8.0 * 5 * widest * n0, what, JACOBIAN_ALTERNATIVE):
+            M, mag = weights[0], np.abs(weights[0])
+            for s, W in zip(s_lo, weights[1:]):
+                M, mag = W @ (s[:, None] * M), abs_matmul(W, s[:, None] * mag, what)
+            err = 4.0 * gamma(length) * mag
+            if target is not None:
+                c = np.asarray(target, dtype=np.float64)
+                M, err = (c @ M)[None, :], ((np.abs(c) @ err) * (1 + 1e-12))[None, :]
+                p, q = dual(dual(p)), "l1"  # the row vector's dual norm: ||g||_{p*} = ||g^T||_{p -> any} for 1 row
+            return round_up(operator_norm_upper(M, p, str(q)) + operator_norm_upper(err, p, str(q)), 1.0, 2)
     if C is None:  # entrywise bound of the interval matrix
-        L = U = weights[0]
-        mag = np.abs(weights[0])
-        for sl, sh, W in zip(s_lo, s_hi, weights[1:]):
-            L, U = np.minimum(sl[:, None] * L, sh[:, None] * L), np.maximum(sl[:, None] * U, sh[:, None] * U)
-            Wp, Wn = np.maximum(W, 0.0), np.minimum(W, 0.0)
-            L, U = Wp @ L + Wn @ U, Wp @ U + Wn @ L
-            mag = np.abs(W) @ (sh[:, None] * mag)
-        B = np.maximum(np.abs(L), np.abs(U)) + 4.0 * gamma(length) * mag
-        return operator_norm_upper(B, p, str(q))
+        # L, U, mag, their slope products and the products with W: about ten widest x n0 matrices
+        with working(8.0 * 10 * widest * n0, what, JACOBIAN_ALTERNATIVE):
+            L = U = weights[0]
+            mag = np.abs(weights[0])
+            for sl, sh, W in zip(s_lo, s_hi, weights[1:]):
+                L, U = np.minimum(sl[:, None] * L, sh[:, None] * L), np.maximum(sl[:, None] * U, sh[:, None] * U)
+                L, U = interval_matmul(W, L, U, what)
+                mag = abs_matmul(W, sh[:, None] * mag, what)
+            B = np.maximum(np.abs(L), np.abs(U)) + 4.0 * gamma(length) * mag
+            return operator_norm_upper(B, p, str(q))
     rows = [s[None, :] for s in s_lo], [s[None, :] for s in s_hi]
     return float(_functional_bounds(weights, rows[0], rows[1], p, C, length, linear_above, deadline)[0])
 
@@ -154,11 +164,31 @@ def _functional_bounds(weights, s_lo, s_hi, p: str, C: np.ndarray, length: int,
                        linear_above: float | None = -math.inf, deadline: float | None = None) -> np.ndarray:
     """Bounds (B,) of max over c in C of ||c^T J||_{p*}, slopes (B, n_j): the row c^T J bounded by
     interval arithmetic backwards through the switches (Fast-Lip / RecurJac style), paired with
-    forward passes over the input directions when those are few (`_paired_bound`)."""
+    forward passes over the input directions when those are few (`_paired_bound`).
+
+    Memory: per functional c, the rows kept per switch layer (GL, GU) plus about eight working
+    arrays of the widest layer, per box. When all functionals do not fit in the budget they are
+    bounded in blocks (the bound is a maximum over c, and rounding up is monotone: the maximum of
+    the blocks' bounds is the bound)."""
+    B = s_lo[0].shape[0]
+    sizes = [w.shape[1] for w in weights]
+    k = block_rows(C.shape[0], 8.0 * B * (2 * sum(sizes) + 8 * max(sizes)),
+                   f"the Jacobian row bounds of {B} box(es) (rows of up to {max(sizes)} entries)",
+                   alternative=JACOBIAN_ALTERNATIVE)
+    if k >= C.shape[0]:
+        return _functional_bounds_of(weights, s_lo, s_hi, p, C, length, linear_above, deadline)
+    return np.max([_functional_bounds_of(weights, s_lo, s_hi, p, C[s:s + k], length, linear_above, deadline)
+                   for s in range(0, C.shape[0], k)], axis=0)
+
+
+def _functional_bounds_of(weights, s_lo, s_hi, p: str, C: np.ndarray, length: int,
+                          linear_above: float | None = -math.inf, deadline: float | None = None) -> np.ndarray:
+    """`_functional_bounds` of the functionals C in one piece."""
     from ..norms import dual
     from ..rounding import gamma, round_up
 
     B = s_lo[0].shape[0]
+    what = "interval bounds of the Jacobian rows"
     GL = GU = np.broadcast_to(C @ weights[-1], (B,) + (C.shape[0], weights[-1].shape[1]))
     mag = np.broadcast_to(np.abs(C) @ np.abs(weights[-1]), GL.shape)
     rows = []  # (GL, GU) of the row entering switch layer j, last layer first
@@ -166,9 +196,8 @@ def _functional_bounds(weights, s_lo, s_hi, p: str, C: np.ndarray, length: int,
         rows.append((GL, GU))
         sl, sh = sl[:, None, :], sh[:, None, :]
         GL, GU = np.minimum(GL * sl, GL * sh), np.maximum(GU * sl, GU * sh)
-        Wp, Wn = np.maximum(W, 0.0), np.minimum(W, 0.0)
-        GL, GU = GL @ Wp + GU @ Wn, GU @ Wp + GL @ Wn
-        mag = (mag * sh) @ np.abs(W)
+        GL, GU = right_interval_matmul(GL, GU, W, what)
+        mag = right_abs_matmul(mag * sh, W, what)
     err = 4.0 * gamma(length) * mag
     D = _input_directions(p, weights[0].shape[1])
     if D is not None:  # both sides enumerated: each pair (c, w) bounded forwards and backwards
@@ -230,12 +259,25 @@ def _linear_upper(maps, s_lo, s_hi, directions: np.ndarray, rows: np.ndarray, bo
     """`linear_pass_upper` of the instances in their order; with a deadline, in chunks of about
     LINEAR_CHUNK_WORK (instances are independent: the same bounds), none started after the
     deadline: the bounds (n, r) of the first n instances (n may be smaller than their number)."""
-    if deadline is None:
+    # memory of an instance: its back-substituted rows (cost / multiply-adds per row) times about six
+    # vectors of the widest layer; when all do not fit, chunks within the budget, and an instance
+    # that does not fit alone ends the list (the others keep their interval bounds)
+    per_row = max(sum(M.shape[0] * M.shape[1] for M in maps), 1)
+    mem = np.asarray(cost, dtype=float) * (48.0 * max(max(M.shape) for M in maps) / per_row)
+    room = None if fits(float(mem.sum())) else max(min(work_left()[0], BLOCK_BYTES), 0.0)
+    if deadline is None and room is None:
         return linear_pass_upper(maps, s_lo, s_hi, directions, rows, box_of)
-    done, parts, total = 0, [], np.cumsum(cost)
-    while done < len(box_of) and time.perf_counter() < deadline:
-        base = total[done - 1] if done else 0.0
-        end = max(done + 1, int(np.searchsorted(total, base + LINEAR_CHUNK_WORK, side="right")))
+    done, parts, total, total_mem = 0, [], np.cumsum(cost), np.cumsum(mem)
+    while done < len(box_of) and (deadline is None or time.perf_counter() < deadline):
+        end = len(box_of)
+        if deadline is not None:
+            base = total[done - 1] if done else 0.0
+            end = max(done + 1, int(np.searchsorted(total, base + LINEAR_CHUNK_WORK, side="right")))
+        if room is not None:
+            if mem[done] > room:
+                break
+            base = total_mem[done - 1] if done else 0.0
+            end = min(end, max(done + 1, int(np.searchsorted(total_mem, base + room, side="right"))))
         parts.append(linear_pass_upper(maps, s_lo, s_hi, directions[done:end], rows, box_of[done:end]))
         done = end
     return np.concatenate(parts) if parts else np.zeros((0, rows.shape[0]))
@@ -282,15 +324,19 @@ def _paired_bound(weights, s_lo, s_hi, C: np.ndarray, D: np.ndarray, GL: np.ndar
     err = err_back @ np.abs(D.T)  # the |W| chain covers both passes' rounding
     bwd_hi, bwd_lo = GU @ Dp + GL @ Dn, GL @ Dp + GU @ Dn  # bounds of c^T J w, (B, c, w)
     hi, lo = bwd_hi + err, bwd_lo - err
+    widest = max(w.shape[0] for w in weights)
+    require_work(8.0 * 8 * B * widest * D.shape[0], f"the forward Jacobian bounds of {B} box(es) x {D.shape[0]} "
+                 "input direction(s)", JACOBIAN_ALTERNATIVE)
     L = U = np.broadcast_to(weights[0] @ D.T, (B,) + (weights[0].shape[0], D.shape[0]))
     last = len(rows) - 1
     for j, ((gl, gu), sl, sh, W) in enumerate(zip(rows, s_lo, s_hi, weights[1:])):
-        if 0 < j < last:  # (meets at the first and last switches rarely beat the full passes)
+        # (meets at the first and last switches rarely beat the full passes; a meet is a tightening
+        # only, skipped when its (box, functional, direction, neuron) arrays do not fit in memory)
+        if 0 < j < last and fits(8.0 * 10 * gl.shape[0] * gl.shape[1] * L.shape[2] * int(np.any(sh > 0, axis=0).sum())):
             hi, lo = _meet(gl, gu, L, U, sl, sh, hi, lo, 3.0 * err)
         sl, sh = sl[:, :, None], sh[:, :, None]
         L, U = np.minimum(sl * L, sh * L), np.maximum(sl * U, sh * U)
-        Wp, Wn = np.maximum(W, 0.0), np.minimum(W, 0.0)
-        L, U = Wp @ L + Wn @ U, Wp @ U + Wn @ L
+        L, U = interval_matmul(W, L, U, "interval bounds of the forward Jacobian passes")
     fwd_hi, fwd_lo = Cp @ U + Cn @ L, Cp @ L + Cn @ U
     n_round = weights[0].shape[1] + C.shape[1] + 4
     hi = np.minimum(hi, fwd_hi + err)

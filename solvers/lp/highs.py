@@ -14,15 +14,18 @@ from .model import MilpModel
 
 @contextlib.contextmanager
 def _quiet_stdout():
-    """HiGHS prints a banner on stdout from C++ when the first instance is created; keep stdout
-    clean (the CLI's --json prints exactly one JSON object there)."""
+    """HiGHS prints a banner on stdout (file descriptor 1, from C++) when the first instance is
+    created; keep it off stdout and stderr (the CLI points fd 1 at stderr while a command runs)."""
+    fd = 1
     try:
         sys.stdout.flush()
-        fd = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):  # captured or replaced stdout: nothing to guard
+    except (AttributeError, OSError, ValueError):  # replaced stdout: fd 1 is still HiGHS's
+        pass
+    try:
+        saved = os.dup(fd)
+    except OSError:  # no fd 1: nothing to guard
         yield
         return
-    saved = os.dup(fd)
     try:
         with open(os.devnull, "w") as devnull:
             os.dup2(devnull.fileno(), fd)

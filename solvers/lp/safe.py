@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..rounding import round_up
+from ..runtime import past
 from .highs import HighsRejected, highs_instance
 from .model import MilpModel
 
@@ -88,6 +89,9 @@ class SafeLp:
             # warm re-solves: no presolve (it would discard the basis), dual simplex
             self.highs.setOptionValue("presolve", "off")
             self.highs.setOptionValue("simplex_strategy", 1)
+            # Ctrl-C and the command deadline stop a long LP within an iteration (bound: the box's)
+            self.highs.cbSimplexInterrupt += _stop_poll
+            self.highs.cbIpmInterrupt += _stop_poll
         self._cols = np.arange(self.num_vars, dtype=np.int32)
         self._cost: np.ndarray | None = None
         self._transposes()
@@ -208,6 +212,11 @@ class SafeLp:
         ray = np.asarray(ray, dtype=np.float64)
         zero = np.zeros(self.num_vars)
         return any(self._bound(zero, s * ray) < 0 for s in (1.0, -1.0))
+
+
+def _stop_poll(event) -> None:
+    if past():
+        event.interrupt()
 
 
 def _plus(bound: float, const: float) -> float:

@@ -9,7 +9,8 @@ CBC's log omits the objective's constant term (PuLP adds it back only to its own
 Time: `time_limit` covers the whole call (model building and writing included: CBC gets what is
 left). CBC checks its own limit only between phases (on a 670-column Lipschitz MILP its root LP took
 0.9 s and the run 2 s under `-sec 0.2`), so the process is killed `KILL_GRACE` seconds after the
-deadline; a killed run returns status time_limit with no bound and no incumbent.
+deadline; a killed run returns status time_limit with no bound and no incumbent. Ctrl-C
+(`solvers.runtime.interrupted`) kills it at once (status interrupted, no bound, no incumbent).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import time
 import numpy as np
 
 from ..lp.model import MilpModel
+from ..runtime import (command_deadline, earliest, interrupted, past, register_child, stop_requested,
+                       unregister_child)
 from .result import MilpResult, SolveOptions
 
 _RESULT = re.compile(r"^Result - (.+)$", re.M)
@@ -34,6 +37,8 @@ _LOWER = re.compile(r"^Lower bound:\s+" + _NUM, re.M)
 _NODES = re.compile(r"^Enumerated nodes:\s+(\d+)", re.M)
 #: seconds after the deadline at which a CBC process still running is killed
 KILL_GRACE = 0.2
+#: seconds between two checks of Ctrl-C while CBC runs
+POLL_SECONDS = 0.05
 
 
 def cbc_executable() -> str | None:
@@ -84,6 +89,8 @@ class CbcBackend:
         prob += pulp.LpAffineExpression([(xs[k], float(np.ldexp(model.obj[k], scale))) for k in nz])
         A = model.A.tocsr()
         for i in range(model.num_rows):
+            if i % 256 == 0 and past(deadline):  # building a large model in Python takes a while
+                return self._stopped(t0, "before CBC started")
             cols = A.indices[A.indptr[i]:A.indptr[i + 1]]
             vals = A.data[A.indptr[i]:A.indptr[i + 1]]
             expr = pulp.LpAffineExpression([(xs[k], float(v)) for k, v in zip(cols, vals)])
@@ -116,10 +123,17 @@ class CbcBackend:
             except pulp.PulpSolverError as exc:
                 return MilpResult("error", None, None, None, 0, time.perf_counter() - t0, self.name, None, f"CBC failed: {exc}")
             if killed:
-                return MilpResult("time_limit", None, None, None, 0, time.perf_counter() - t0, self.name, None,
-                                  f"CBC: still running {KILL_GRACE:g} s after its time limit; stopped (no result)")
+                return self._stopped(t0, f"still running {KILL_GRACE:g} s after its time limit")
             text = open(log).read() if os.path.exists(log) else ""
         return self.invert(prob, xs, model, text, options, time.perf_counter() - t0, scale)
+
+    def _stopped(self, t0: float, when: str) -> MilpResult:
+        """No result: Ctrl-C, or the deadline passed (`when`)."""
+        if interrupted():
+            return MilpResult("interrupted", None, None, None, 0, time.perf_counter() - t0, self.name, None,
+                              "CBC: stopped by Ctrl-C (no result)")
+        return MilpResult("time_limit", None, None, None, 0, time.perf_counter() - t0, self.name, None,
+                          f"CBC: {when}; stopped (no result)")
 
     def invert(self, prob, xs, model: MilpModel, log: str, options: SolveOptions, seconds: float, scale: int = 0) -> MilpResult:
         """Read CBC's result; its log prints the objective scaled by 2^scale (see `_objective_scale`)."""
@@ -169,8 +183,8 @@ class CbcBackend:
 def _run_cbc(prob, solver, tmp: str, log: str, deadline: float | None) -> bool:
     """`prob.solve(solver)` for PuLP's COIN_CMD (its MPS route: the same file, options and solution
     reading), with CBC's `-sec` set to the time left before `deadline` once the file is written and
-    the process killed KILL_GRACE seconds after the deadline (module doc). True when it was killed
-    (the problem then holds no solution)."""
+    the process killed KILL_GRACE seconds after the deadline, or at once at Ctrl-C (module doc). True
+    when it was killed (the problem then holds no solution)."""
     import pulp
 
     was_none, dummy = prob.fixObjective()
@@ -184,14 +198,28 @@ def _run_cbc(prob, solver, tmp: str, log: str, deadline: float | None) -> bool:
             if not option.startswith("sec "):
                 args += ("-" + option).split()
         args += ["-solve", "-printingOptions", "all", "-solution", sol]
+        if past(deadline):
+            return True
+        end = earliest(deadline, command_deadline())
+        kill_at = None if end is None else end + KILL_GRACE
         with open(log, "w") as pipe:
             proc = subprocess.Popen(args, stdout=pipe, stderr=pipe, stdin=subprocess.DEVNULL)
+            register_child(proc)  # killed by the CLI's watchdog if the process must exit
             try:
-                code = proc.wait(None if deadline is None else max(deadline - time.perf_counter(), 0.0) + KILL_GRACE)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                return True
+                while True:
+                    wait = POLL_SECONDS if kill_at is None else min(POLL_SECONDS, max(kill_at - time.perf_counter(), 0.0))
+                    try:
+                        code = proc.wait(wait)
+                        break
+                    except subprocess.TimeoutExpired:
+                        pass
+                    # Ctrl-C, or still running KILL_GRACE after the deadline (its own or the command's)
+                    if stop_requested() or (kill_at is not None and time.perf_counter() >= kill_at):
+                        proc.kill()
+                        proc.wait()
+                        return True
+            finally:
+                unregister_child(proc)
         if code != 0 or not os.path.exists(sol):
             raise pulp.PulpSolverError(f"CBC exited with code {code}")
         status, values, _, _, _, sol_status = solver.readsol_MPS(sol, prob, vs, var_names, con_names)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..lp.model import MilpModel
-from ..runtime import interrupted
+from ..runtime import interrupted, past, restore_handler, user_interrupt
 from .result import MilpResult, SolveOptions
 
 RESTRICTED_LINEAR_LIMIT = 2000
@@ -133,12 +133,12 @@ class GurobiBackend:
         m.setObjective(obj, GRB.MAXIMIZE if model.sense == "max" else GRB.MINIMIZE)
         if options.start is not None:
             x.Start = np.asarray(options.start, dtype=np.float64)
+        deadline = None if options.time_limit is None else t0 + options.time_limit
+
         def poll(model, where) -> None:
-            if where != GRB.Callback.MIP:
-                return
-            if interrupted():
+            if past(deadline):  # Ctrl-C or the command deadline, at every callback (root LP included)
                 model.terminate()
-            elif options.on_progress is not None:
+            elif where == GRB.Callback.MIP and options.on_progress is not None:
                 bst, bnd = model.cbGet(GRB.Callback.MIP_OBJBST), model.cbGet(GRB.Callback.MIP_OBJBND)
                 options.on_progress(bst if abs(bst) < GRB.INFINITY else None, bnd if abs(bnd) < GRB.INFINITY else None,
                                     int(model.cbGet(GRB.Callback.MIP_NODCNT)))
@@ -149,7 +149,16 @@ class GurobiBackend:
             m.optimize(poll)
         except gp.GurobiError as exc:
             return MilpResult("error", None, None, None, 0, time.perf_counter() - t0, self.name, None, f"Gurobi error {exc.errno}: {exc}")
-        return self.invert(m, x, model, time.perf_counter() - t0)
+        finally:
+            restore_handler()
+        stopped = int(m.Status) == GRB.INTERRUPTED
+        if stopped and not past(deadline):
+            # Gurobi caught the Ctrl-C itself (its own SIGINT handler during optimize): certify's stop
+            user_interrupt()
+        result = self.invert(m, x, model, time.perf_counter() - t0)
+        if stopped and not interrupted():  # terminated by us at the deadline
+            result.status = "time_limit"
+        return result
 
     def invert(self, m, x, model: MilpModel, seconds: float) -> MilpResult:
         status = self.STATUS_MAP.get(int(m.Status), "error")

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..lp.highs import HighsRejected, highs_instance
 from ..lp.model import MilpModel
-from ..runtime import interrupted
+from ..runtime import interrupted, past
 from .result import MilpResult, SolveOptions
 
 
@@ -69,8 +69,14 @@ class HighsBackend:
         h.setOptionValue("random_seed", 0)
         h.HandleUserInterrupt = False  # we stop it ourselves (runtime.interrupted)
 
+        deadline = None if options.time_limit is None else t0 + options.time_limit
+
+        def stop(e) -> None:  # LP phases (root, dives): Ctrl-C and the command deadline
+            if past(deadline):
+                e.interrupt()
+
         def poll(e) -> None:
-            if interrupted():
+            if past(deadline):
                 e.interrupt()
             elif options.on_progress is not None and e.data_out is not None:
                 d = e.data_out
@@ -80,13 +86,18 @@ class HighsBackend:
 
         if model.num_integers:
             h.cbMipInterrupt += poll
+        h.cbSimplexInterrupt += stop
+        h.cbIpmInterrupt += stop
         if options.start is not None:
             sol = hp.HighsSolution()
             sol.col_value = list(np.asarray(options.start, dtype=np.float64))
             sol.value_valid = True
             h.setSolution(sol)
         h.run()
-        return self.invert(h, model, time.perf_counter() - t0)
+        result = self.invert(h, model, time.perf_counter() - t0)
+        if result.message in ("HiGHS kInterrupt", "HiGHS kHighsInterrupt") and not interrupted():  # our deadline stop
+            result.status = "time_limit"
+        return result
 
     def invert(self, h, model: MilpModel, seconds: float) -> MilpResult:
         hp = self.import_solver()

@@ -284,14 +284,13 @@ def _objective_exponent(lo: np.ndarray, hi: np.ndarray) -> int:
 
 def _lp_tighten_pass(milp: LipschitzMilp, rebuild, deadline: float | None) -> LipschitzMilp:
     """Tighten t_j (j >= 1) and the product's bounds over the LP relaxation, layer by layer."""
-    import time
-
     from ..bounds.jacobian import slope_interval
+    from ..runtime import past
 
     pb = copy.deepcopy(milp.pass_bounds)
     n_layers = len(milp.phases)
     for j in range(1, n_layers + 1):
-        if deadline is not None and time.perf_counter() > deadline:
+        if past(deadline):  # the deadline, the command's or Ctrl-C
             break
         expr = milp.signals[j] if j < n_layers else milp.product
         lo, hi = (pb.t_lo[j], pb.t_hi[j]) if j < n_layers else (pb.out_lo, pb.out_hi)
@@ -303,7 +302,7 @@ def _lp_tighten_pass(milp: LipschitzMilp, rebuild, deadline: float | None) -> Li
         coef = expr.widened(lp.num_vars)
         slack = expr.error(np.maximum(np.abs(milp.model.col_lo), np.abs(milp.model.col_hi)))
         for i in rows:
-            if deadline is not None and time.perf_counter() > deadline:
+            if past(deadline):
                 break
             ci = coef[i].toarray().reshape(-1)
             hi[i] = min(hi[i], np.nextafter(lp.upper(ci, expr.const[i]) + slack[i], np.inf))

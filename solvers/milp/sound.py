@@ -79,11 +79,14 @@ def sound_solve(
     fallback: float | None = None,
     on_progress: Callable[[str, float | None, float | None, int], None] | None = None,
     node_bound: Callable[[np.ndarray, np.ndarray], float] | None = None,
+    units: Callable[[float], float] | None = None,
 ) -> SoundSolve:
     """Solve `model` and prove the bound (see module doc). `fallback` is a bound already known to
     be sound (e.g. interval arithmetic); the result is never worse than it. `on_progress(stage,
     value, bound, nodes)` receives the solver's and then the proof's progress in objective units;
-    `node_bound` is passed to the proof (`prove_bound`)."""
+    `node_bound` is passed to the proof (`prove_bound`); `units` turns an objective value into the
+    quantity the user asked for (a Lipschitz constant, a radius: the objective may be scaled or
+    squared), for the numbers notes quote."""
     sign = 1.0 if model.sense == "max" else -1.0
     choice = choose_backend(backend, model)
     notes = list(choice.notes)
@@ -131,7 +134,9 @@ def sound_solve(
         notes.append(f"the proof of the solver's bound stopped early ({proof.stop}, {proof.nodes} nodes): the bound "
                      "is the proof's anytime bound")
     elif target is not None and sign * proof.bound > sign * target:
-        notes.append(f"{res.backend}'s dual bound {res.bound:.9g} was wrong; the proven bound is {proof.bound:.9g}")
+        shown = units or float
+        notes.append(f"{res.backend}'s dual bound {shown(res.bound):.9g} was wrong; the proven bound is "
+                     f"{shown(proof.bound):.9g}")
     solved = res is not None and usable and res.status == "optimal"
     if proof.complete and (solved or target is None) and not starved:
         status = "optimal"

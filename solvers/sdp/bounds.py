@@ -18,6 +18,7 @@ import numpy as np
 import scipy.linalg
 
 from ..rounding import ldexp_up, mul_up, sqrt_up
+from ..runtime import past, stop_requested
 from .chain import WeightChain
 from .lipsdp import solve_lipsdp
 from .lmi import validate
@@ -123,10 +124,17 @@ def _certify_range(chain: WeightChain, a: int, b: int, piece, out: list[dict], m
         return
     if max(sub.hidden_sizes) > max_width:
         result, reason = None, f"a hidden layer has more than {max_width} neurons"
+    elif past():  # Ctrl-C or the command deadline: the remaining pieces take their norm products
+        result, reason = None, _stop_reason()
     else:
         result, reason = piece(sub)
     if result is not None:
         out.append({**where, "bound": result.bound, "raw": result.raw, **result.info})
+        return
+    if past():
+        reason = _stop_reason()
+        bound = _norm_product(sub)
+        out.append({**where, "method": "norm product", "fallback": reason, "stopped": reason, "bound": bound, "raw": bound})
         return
     if sub.depth >= 2:  # split in the middle and retry both halves
         cut = a + sub.depth // 2  # hidden layer index (global) where the chain is cut
@@ -135,6 +143,18 @@ def _certify_range(chain: WeightChain, a: int, b: int, piece, out: list[dict], m
         return
     bound = mul_up(sub.norm_upper(0), sub.norm_upper(1))
     out.append({**where, "method": "norm product", "fallback": reason, "bound": bound, "raw": bound})
+
+
+def _stop_reason() -> str:
+    return "interrupted" if stop_requested() else "time_limit"
+
+
+def _norm_product(sub: WeightChain) -> float:
+    """The proven product of the spectral norms of every weight of `sub`."""
+    bound = 1.0
+    for k in range(len(sub.weights)):
+        bound = mul_up(bound, sub.norm_upper(k))
+    return bound
 
 
 def lipsdp_piece(
@@ -154,10 +174,17 @@ def lipsdp_piece(
 
     def run(sub: WeightChain) -> tuple[PieceResult | None, str]:
         reason, spent = "", 0.0
+        # the proven norms first (memoised): a solve stopped by Ctrl-C or the deadline then falls
+        # back to the norm product at once, not after a second of Gram proofs
+        _norm_product(sub)
         for margin in MARGINS:
+            if past():
+                return None, _stop_reason()
             sol = solve_lipsdp(sub, variant, solver=solver, structure=structure, margin=margin,
                                accuracy=accuracy, time_limit=time_limit)
             spent += sol.seconds
+            if sol.status in ("interrupted", "time_limit"):
+                return None, sol.status
             if sol.status.startswith("solver_error") or not sol.lams or not math.isfinite(sol.rho):
                 return None, f"{sol.solver}: {sol.status}"
             if sol.status not in ("optimal", "optimal_inaccurate"):
@@ -204,14 +231,31 @@ def polish_layer_multipliers(chain: WeightChain, lams, max_evals: int = 400) -> 
 
     x0 = np.log(np.maximum([float(np.mean(np.asarray(l, dtype=np.float64))) for l in lams], 1e-300))
 
+    class _Stop(Exception):
+        pass
+
+    best = [math.inf, x0]
+
     def f(x: np.ndarray) -> float:
+        if past():  # Ctrl-C or the command deadline: keep the best multipliers so far
+            raise _Stop
         r = rho_of_multipliers(chain, [math.exp(v) for v in x])
+        if r < best[0]:
+            best[:] = [r, np.array(x)]
         return r if math.isfinite(r) else 1e300
 
-    f0 = f(x0)
+    try:
+        f0 = f(x0)
+    except _Stop:
+        return list(lams), {"polish": "skipped: stopped"}
     if not f0 < 1e300:
         return list(lams), {"polish": "skipped: the solver's hidden block is not positive definite"}
-    res = minimize(f, x0, method="Nelder-Mead", options={"xatol": 1e-8, "fatol": 1e-10 * f0, "maxfev": max_evals})
+    try:
+        res = minimize(f, x0, method="Nelder-Mead", options={"xatol": 1e-8, "fatol": 1e-10 * f0, "maxfev": max_evals})
+    except _Stop:
+        from types import SimpleNamespace
+
+        res = SimpleNamespace(fun=best[0], x=best[1], nfev=-1)
     if not res.fun < f0:
         return list(lams), {"polish": "no improvement"}
     return [math.exp(v) for v in res.x], {"polish": {"rho_before": f0, "rho_after": float(res.fun), "evaluations": int(res.nfev)}}

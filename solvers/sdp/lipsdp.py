@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
@@ -29,6 +30,7 @@ import numpy as np
 
 from models.errors import BadInput
 
+from ..runtime import Abandoned, may_abandon, run_abandonable, stop_requested, time_left, user_interrupt
 from .chain import WeightChain
 
 VARIANTS = ("neuron", "layer")
@@ -95,19 +97,44 @@ def _native_stdout_silenced() -> Iterator[None]:
         os.close(saved)
 
 
-def _solve(prob, solver: str, options: dict) -> None:
-    """`prob.solve(solver, **options)`, except that a solve stopped by Ctrl-C raises KeyboardInterrupt.
+def _solve(prob, solver: str, accuracy: float, time_limit: float | None = None) -> str | None:
+    """`prob.solve(solver)` at `accuracy`; returns None when solved, else why it stopped: "interrupted"
+    or "time_limit" (then `prob` holds no solution).
 
-    SCS catches SIGINT itself and returns status "interrupted", which cvxpy turns into a
-    SolverError, which the callers would take for a failed piece and retry or fall back: the
-    command went on instead of stopping.
+    - SCS catches SIGINT itself during its iterations and returns status "interrupted", which cvxpy
+      turns into a SolverError that callers would take for a failed piece (and retry): it is
+      certify's stop request instead (`solvers.runtime.user_interrupt`).
+    - The solver's time limit is the smaller of `time_limit` and what is left of the command's.
+    - In the CLI process the canonicalisation and the solve run in a thread the command stops waiting
+      for at Ctrl-C or at the deadline (`solvers.runtime.run_abandonable`): SCS's set-up (a
+      factorisation that can take minutes on a large LMI) checks neither.
     """
-    data, chain, inverse = prob.get_problem_data(solver, solver_opts=options)
-    with _native_stdout_silenced():
-        raw = chain.solve_via_data(prob, data, False, False, options)
+    left = time_left()
+    limit = time_limit if left is None else left if time_limit is None else min(time_limit, left)
+    deadline = None if limit is None else time.perf_counter() + limit
+    options = _solver_options(solver, accuracy, limit)
+
+    def work():
+        data, chain, inverse = prob.get_problem_data(solver, solver_opts=options)
+        with _native_stdout_silenced():
+            raw = chain.solve_via_data(prob, data, False, False, options)
+        return raw, chain, inverse
+
+    if limit is not None and limit <= 0.01:
+        return "interrupted" if stop_requested() else "time_limit"
+    if stop_requested():
+        return "interrupted"
+    try:
+        raw, chain, inverse = run_abandonable(work, deadline) if may_abandon() else work()
+    except Abandoned as stop:
+        return stop.reason
     if isinstance(raw, dict) and str(raw.get("info", {}).get("status", "")).lower() == "interrupted":
-        raise KeyboardInterrupt
-    prob.unpack_results(raw, chain, inverse)
+        user_interrupt()
+        return "interrupted"
+    with warnings.catch_warnings():  # cvxpy's "Solution may be inaccurate": expected, and harmless here (every
+        warnings.simplefilter("ignore", UserWarning)  # bound is recomputed from the multipliers and proven)
+        prob.unpack_results(raw, chain, inverse)
+    return None
 
 
 # peak memory of building and solving one LipSDP with cvxpy + SCS, measured on 1- and 3-hidden-layer
@@ -197,9 +224,11 @@ def solve_lipsdp(
             constraints.append(-(N + N.T) / 2 >> 0)
     prob = cp.Problem(cp.Minimize(rho), constraints)
     try:
-        _solve(prob, solver, _solver_options(solver, accuracy, time_limit))
+        stopped = _solve(prob, solver, accuracy, time_limit)
     except cp.error.SolverError as exc:
         return SdpSolution([], float("nan"), f"solver_error: {exc}", solver, time.perf_counter() - t0, None, structure)
+    if stopped:  # Ctrl-C or the deadline: no multipliers
+        return SdpSolution([], float("nan"), stopped, solver, time.perf_counter() - t0, None, structure)
     values = [np.atleast_1d(np.asarray(v.value if v.value is not None else np.nan, dtype=np.float64)) for v in lams]
     stats = prob.solver_stats
     return SdpSolution(
