@@ -1,40 +1,83 @@
-"""Data files of many points: an (n, d) matrix from .npy, .csv or .json, validated at the boundary."""
+"""Files of many points, one reader for every command (`radius --points`, `report --data`, bench).
+
+Formats: `.npy` (a 2-D float array, loaded without pickle), `.csv`/`.txt` (one point per row,
+comma-separated; a header line is skipped), `.json` (a list of points) or `.jsonl`/`.ndjson` (one
+point per line: a list, or an object with "point"). A file holding a single flat vector of
+`width` numbers is one point; for a one-input model a flat list is one point per number.
+"""
 
 from __future__ import annotations
 
+import csv
+import json
 import os
-import warnings
 
 import numpy as np
 
 from .errors import BadInput
-from .vectors import _read_file
+
+EXTENSIONS = (".npy", ".csv", ".txt", ".json", ".jsonl", ".ndjson")
 
 
-def read_points(path: str, width: int, name: str = "--data") -> np.ndarray:
-    """The points in `path` as a finite float64 (n, width) array, n >= 1.
+def read_points(path: str | os.PathLike, width: int | None = None, name: str = "--data",
+                finite: bool = True) -> np.ndarray:
+    """The points in `path` as a float64 (n, width) array, n >= 1.
 
-    .npy (loaded without pickle), .csv (comma-separated, one point per line) or .json (a list of
-    lists). A file with a single row may also hold a flat vector of `width` numbers.
+    With `finite` (the default) a NaN or inf anywhere is refused; without it such rows are
+    returned as they are (`certify radius` turns each into an error row and runs the others).
     """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # numpy warns on an empty text file; we say it below
-        arr = np.asarray(_read_file(path, name), dtype=np.float64)
-        if arr.ndim == 1 and os.path.splitext(path)[1].lower() in (".csv", ".txt"):
-            arr = np.loadtxt(path, delimiter=",", dtype=np.float64, ndmin=2)  # one row or one column: the file says
-    if arr.size == 0:
-        raise BadInput(f"{name}: {path} holds no points")
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise BadInput(f"{name}: {path} is a directory; give a .npy, .csv, .json or .jsonl file")
+    from models.file_kinds import check_input_file
+
+    check_input_file(path, f"{name}: file")  # missing, a device, FIFO or socket, or over the memory budget
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in EXTENSIONS:
+        raise BadInput(f"{name}: {path} has unsupported type {ext or '(none)'}; use .npy, .csv, .json or .jsonl")
+    try:
+        if ext == ".npy":
+            raw = np.load(path, allow_pickle=False)
+        elif ext in (".csv", ".txt"):
+            raw = _read_csv(path)
+        elif ext == ".json":
+            with open(path) as fh:
+                raw = json.load(fh)
+        else:
+            with open(path) as fh:
+                rows = [json.loads(line) for line in fh if line.strip()]
+            raw = [r["point"] if isinstance(r, dict) else r for r in rows]
+        arr = np.asarray(raw, dtype=np.float64)
+    except (ValueError, TypeError, KeyError, OSError, json.JSONDecodeError) as exc:
+        raise BadInput(f"{name}: cannot read {path} as rows of numbers ({str(exc).splitlines()[0][:120]})") from None
+    if arr.ndim == 2 and arr.shape[0] == 1 and width == 1 and ext in (".csv", ".txt"):
+        arr = arr.T  # a one-line CSV for a one-input model: one point per number
     if arr.ndim == 1 and width == 1:
         arr = arr[:, None]  # a list of numbers for a one-input model: one point each
-    elif arr.ndim == 1 and arr.size == width:
+    elif arr.ndim == 1 and width is not None and arr.size == width:
         arr = arr[None, :]
-    if arr.ndim != 2 or arr.shape[1] != width:
-        shape = "x".join(map(str, arr.shape))
-        raise BadInput(f"{name}: {path} has shape {shape} but the model takes {width} input{'s' if width != 1 else ''} "
-                       f"(one point per row)")
-    if not np.all(np.isfinite(arr)):
+    if arr.size == 0:
+        raise BadInput(f"{name}: {path} holds no points")
+    if arr.ndim != 2:
+        raise BadInput(f"{name}: {path} has shape {'x'.join(map(str, arr.shape))}; expected one point per row "
+                       "(a 2-D table)")
+    if width is not None and arr.shape[1] != width:
+        raise BadInput(f"{name}: {path} has rows of {arr.shape[1]} values but the model takes {width} "
+                       f"input{'s' if width != 1 else ''} (one point per row)")
+    if finite and not np.all(np.isfinite(arr)):
         raise BadInput(f"{name}: {path} contains NaN or inf")
     return arr
 
 
-__all__ = ["read_points"]
+def _read_csv(path: str) -> list[list[float]]:
+    with open(path, newline="") as fh:
+        rows = [r for r in csv.reader(fh) if r and any(c.strip() for c in r)]
+    if rows:
+        try:
+            [float(c) for c in rows[0]]
+        except ValueError:
+            rows = rows[1:]  # a header line
+    return [[float(c) for c in r] for r in rows]
+
+
+__all__ = ["EXTENSIONS", "read_points"]

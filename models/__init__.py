@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import BadInput, ModelError, UnsupportedOperator
-from .ir import Affine, ConvSpec, Network, ReLU, sequential
 
 __all__ = [
     "Affine",
@@ -31,12 +30,14 @@ __all__ = [
 ]
 
 
-_LAZY = {"from_torch": "torch_import", "Normalize": "torch_import", "load_onnx": "onnx_import",
+_LAZY = {"Affine": "ir", "ConvSpec": "ir", "Network": "ir", "ReLU": "ir", "sequential": "ir",
+         "from_torch": "torch_import", "Normalize": "torch_import", "load_onnx": "onnx_import",
          "onnx_to_network": "onnx_import", "save_onnx": "onnx_export", "to_onnx": "onnx_export"}
 
 
 def __getattr__(name: str) -> Any:
-    # importers load on first use (torch, onnx and scipy.sparse stay out of the CLI's start-up)
+    # the IR and importers load on first use (numpy, torch, onnx and scipy.sparse stay out of the
+    # CLI's start-up: `certify --help` imports no numpy)
     if name in _LAZY:
         import importlib
 

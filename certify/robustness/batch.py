@@ -1,8 +1,6 @@
 """Robustness radii of many points: a points file in, one JSON line per point out (resumable).
 
-Points files: `.npy` (a 2-D float array, never unpickled), `.csv` (one point per row; a header
-line is skipped), `.json` (a list of points) or `.jsonl` (one point per line: a list, or an
-object with "point"). The run goes through `certify.batch.run_batch`: a progress bar, results
+Points files are read by `certify.points.read_points` (the one reader of every command). The run goes through `certify.batch.run_batch`: a progress bar, results
 appended to the output as they finish, rows already in it skipped, local processes or Dask.
 The output is claimed with a run identity (`certify.runs`: the model, the options and every
 point, in `OUT.run.json`): a rerun of the same run resumes, another run is refused unless
@@ -16,7 +14,6 @@ seconds).
 from __future__ import annotations
 
 import csv
-import json
 import math
 import os
 from typing import Any
@@ -31,54 +28,11 @@ _MODELS: dict[str, Any] = {}  # a worker loads each model file once
 
 
 def read_points(path: str | os.PathLike, dim: int | None = None) -> np.ndarray:
-    """The points of a .npy / .csv / .json / .jsonl file as a (k, n) float64 array (the table's shape
-    is checked; its values are checked per row, by the radius of each point)."""
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        raise BadInput(f"{path} is a directory")
-    from models.file_kinds import check_input_file
+    """The points of a points file as a (k, n) float64 array (`certify.points.read_points`); a row
+    with NaN or inf is kept: `radius_batch` gives it status "error" and the other rows still run."""
+    from ..points import read_points as read
 
-    check_input_file(path, "points file")  # missing, a device, FIFO or socket, or over the memory budget
-    ext = os.path.splitext(path)[1].lower()
-    try:
-        if ext == ".npy":
-            arr = np.load(path, allow_pickle=False)
-        elif ext == ".csv":
-            arr = _read_csv(path)
-        elif ext == ".json":
-            with open(path) as fh:
-                arr = json.load(fh)
-        elif ext in (".jsonl", ".ndjson"):
-            with open(path) as fh:
-                rows = [json.loads(line) for line in fh if line.strip()]
-            arr = [r["point"] if isinstance(r, dict) else r for r in rows]
-        else:
-            raise BadInput(f"points file {path}: unsupported type {ext or '(none)'}; use .npy, .csv, .json or .jsonl")
-        points = np.asarray(arr, dtype=np.float64)
-    except BadInput:
-        raise
-    except (ValueError, TypeError, KeyError, OSError, json.JSONDecodeError) as exc:
-        raise BadInput(f"points file {path}: cannot read it as rows of numbers ({str(exc).splitlines()[0][:120]})") from None
-    if points.ndim == 1 and dim is not None and points.size == dim:
-        points = points[None]
-    if points.ndim != 2 or points.shape[0] == 0:
-        raise BadInput(f"points file {path}: expected one point per row (a 2-D table), got shape {list(points.shape)}")
-    if dim is not None and points.shape[1] != dim:
-        raise BadInput(f"points file {path}: rows have {points.shape[1]} values but the model takes {dim} inputs")
-    # a row with NaN or inf is not refused here: `radius_batch` gives it status "error" with the
-    # message, and the other rows still run
-    return points
-
-
-def _read_csv(path: str) -> np.ndarray:
-    with open(path, newline="") as fh:
-        rows = [r for r in csv.reader(fh) if r and any(c.strip() for c in r)]
-    if rows:
-        try:
-            [float(c) for c in rows[0]]
-        except ValueError:
-            rows = rows[1:]  # a header line
-    return np.asarray([[float(c) for c in r] for r in rows], dtype=np.float64)
+    return read(path, dim, "points file", finite=False)
 
 
 def _classifier(model: Any) -> Any:
