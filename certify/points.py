@@ -3,7 +3,8 @@
 Formats: `.npy` (a 2-D float array, loaded without pickle), `.csv`/`.txt` (one point per row,
 comma-separated; a header line is skipped), `.json` (a list of points) or `.jsonl`/`.ndjson` (one
 point per line: a list, or an object with "point"). A file holding a single flat vector of
-`width` numbers is one point; for a one-input model a flat list is one point per number.
+`width` numbers (.npy, .json) is one point; for a one-input model a flat list is one point per
+number. A CSV row is always one point.
 """
 
 from __future__ import annotations
@@ -50,8 +51,6 @@ def read_points(path: str | os.PathLike, width: int | None = None, name: str = "
         arr = np.asarray(raw, dtype=np.float64)
     except (ValueError, TypeError, KeyError, OSError, json.JSONDecodeError) as exc:
         raise BadInput(f"{name}: cannot read {path} as rows of numbers ({str(exc).splitlines()[0][:120]})") from None
-    if arr.ndim == 2 and arr.shape[0] == 1 and width == 1 and ext in (".csv", ".txt"):
-        arr = arr.T  # a one-line CSV for a one-input model: one point per number
     if arr.ndim == 1 and width == 1:
         arr = arr[:, None]  # a list of numbers for a one-input model: one point each
     elif arr.ndim == 1 and width is not None and arr.size == width:
@@ -62,7 +61,7 @@ def read_points(path: str | os.PathLike, width: int | None = None, name: str = "
         raise BadInput(f"{name}: {path} has shape {'x'.join(map(str, arr.shape))}; expected one point per row "
                        "(a 2-D table)")
     if width is not None and arr.shape[1] != width:
-        raise BadInput(f"{name}: {path} has rows of {arr.shape[1]} values but the model takes {width} "
+        raise BadInput(f"{name}: {path}: rows have {arr.shape[1]} values but the model takes {width} "
                        f"input{'s' if width != 1 else ''} (one point per row)")
     if finite and not np.all(np.isfinite(arr)):
         raise BadInput(f"{name}: {path} contains NaN or inf")
