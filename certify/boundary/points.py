@@ -1,9 +1,11 @@
-"""Files of many points, one reader for every command (`radius --points`, `report --data`, bench).
+"""Files of numbers, one reader for every command: many points (`radius --points`, `report --data`,
+bench) and single vectors (`--center @FILE`, `certify.boundary.vectors`).
 
 Formats: `.npy` (a 2-D float array, loaded without pickle), `.csv`/`.txt` (one point per row,
 comma-separated; a header line is skipped), `.json` (a list of points) or `.jsonl`/`.ndjson` (one
 point per line: a list, or an object with "point"). A file holding a single flat vector of
-`width` numbers is one point; for a one-input model a flat list is one point per number.
+`width` numbers (.npy, .json) is one point; for a one-input model a flat list is one point per
+number. A CSV row is always one point.
 """
 
 from __future__ import annotations
@@ -14,18 +16,13 @@ import os
 
 import numpy as np
 
-from .errors import BadInput
+from ..errors import BadInput
 
 EXTENSIONS = (".npy", ".csv", ".txt", ".json", ".jsonl", ".ndjson")
 
 
-def read_points(path: str | os.PathLike, width: int | None = None, name: str = "--data",
-                finite: bool = True) -> np.ndarray:
-    """The points in `path` as a float64 (n, width) array, n >= 1.
-
-    With `finite` (the default) a NaN or inf anywhere is refused; without it such rows are
-    returned as they are (`certify radius` turns each into an error row and runs the others).
-    """
+def read_array(path: str | os.PathLike, name: str = "--data") -> np.ndarray:
+    """The numbers in `path` (any of the formats above) as a float64 array of the file's shape."""
     path = os.fspath(path)
     if os.path.isdir(path):
         raise BadInput(f"{name}: {path} is a directory; give a .npy, .csv, .json or .jsonl file")
@@ -47,11 +44,20 @@ def read_points(path: str | os.PathLike, width: int | None = None, name: str = "
             with open(path) as fh:
                 rows = [json.loads(line) for line in fh if line.strip()]
             raw = [r["point"] if isinstance(r, dict) else r for r in rows]
-        arr = np.asarray(raw, dtype=np.float64)
+        return np.asarray(raw, dtype=np.float64)
     except (ValueError, TypeError, KeyError, OSError, json.JSONDecodeError) as exc:
         raise BadInput(f"{name}: cannot read {path} as rows of numbers ({str(exc).splitlines()[0][:120]})") from None
-    if arr.ndim == 2 and arr.shape[0] == 1 and width == 1 and ext in (".csv", ".txt"):
-        arr = arr.T  # a one-line CSV for a one-input model: one point per number
+
+
+def read_points(path: str | os.PathLike, width: int | None = None, name: str = "--data",
+                finite: bool = True) -> np.ndarray:
+    """The points in `path` as a float64 (n, width) array, n >= 1.
+
+    With `finite` (the default) a NaN or inf anywhere is refused; without it such rows are
+    returned as they are (`certify radius` turns each into an error row and runs the others).
+    """
+    path = os.fspath(path)
+    arr = read_array(path, name)
     if arr.ndim == 1 and width == 1:
         arr = arr[:, None]  # a list of numbers for a one-input model: one point each
     elif arr.ndim == 1 and width is not None and arr.size == width:
@@ -62,7 +68,7 @@ def read_points(path: str | os.PathLike, width: int | None = None, name: str = "
         raise BadInput(f"{name}: {path} has shape {'x'.join(map(str, arr.shape))}; expected one point per row "
                        "(a 2-D table)")
     if width is not None and arr.shape[1] != width:
-        raise BadInput(f"{name}: {path} has rows of {arr.shape[1]} values but the model takes {width} "
+        raise BadInput(f"{name}: {path}: rows have {arr.shape[1]} values but the model takes {width} "
                        f"input{'s' if width != 1 else ''} (one point per row)")
     if finite and not np.all(np.isfinite(arr)):
         raise BadInput(f"{name}: {path} contains NaN or inf")
@@ -80,4 +86,4 @@ def _read_csv(path: str) -> list[list[float]]:
     return [[float(c) for c in r] for r in rows]
 
 
-__all__ = ["EXTENSIONS", "read_points"]
+__all__ = ["EXTENSIONS", "read_array", "read_points"]
