@@ -1,4 +1,4 @@
-"""Certified boxes of tree ensembles (certify.ldp.trees): exact hyperrectangle and radius time.
+"""Certified boxes of tree ensembles (certify.robustness.classifiers.trees): exact hyperrectangle and radius time.
 
     python benchmarks/ldp_trees.py [--quick]     (from the repository root)
 
@@ -33,7 +33,7 @@ from sklearn.ensemble import (GradientBoostingClassifier, HistGradientBoostingCl
 from sklearn.model_selection import train_test_split  # noqa: E402
 from sklearn.preprocessing import MinMaxScaler  # noqa: E402
 
-from certify.ldp import tree_robustness_hyperrectangle, tree_robustness_radius  # noqa: E402
+from certify.robustness.classifiers import tree_hyperrectangle, tree_radius  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -59,7 +59,7 @@ def main() -> None:
     for name, est in models.items():
         for i in range(n_points):
             x0 = Xte[i]
-            h = tree_robustness_hyperrectangle(est, x0, features=feats, time_limit=args.time_limit)
+            h = tree_hyperrectangle(est, x0, features=feats, time_limit=args.time_limit)
             vol = float(np.prod(h.box.hi[feats] - h.box.lo[feats]))
             rows.append({"model": name, "point": i, "question": "hyperrectangle_4", "seconds": h.seconds,
                          "milp_seconds": h.milp_seconds, "proof_seconds": h.proof_seconds, "proof_nodes": h.proof_nodes,
@@ -68,7 +68,7 @@ def main() -> None:
             print(f"{name} point {i} hyperrectangle: {h.seconds:.2f}s {h.status} volume {vol:.3g}", flush=True)
             if args.quick:
                 continue
-            r = tree_robustness_radius(est, x0, domain=(0, 1), time_limit=args.time_limit)
+            r = tree_radius(est, x0, domain=(0, 1), time_limit=args.time_limit)
             rows.append({"model": name, "point": i, "question": "radius_all", "seconds": r.seconds,
                          "milp_seconds": r.milp_seconds, "proof_seconds": r.proof_seconds, "proof_nodes": r.proof_nodes,
                          "solves": r.solves, "status": r.status, "lower": r.lower, "upper": r.upper,

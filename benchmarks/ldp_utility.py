@@ -98,7 +98,7 @@ def theory_vs_sampling(n: int, eps_grid) -> tuple[list[dict], dict]:
             t1 = time.perf_counter()
             u = utility(mech, cert, features=feats)
             theory = time.perf_counter() - t1
-            emp = empirical_rho(mech, model, cert, features=feats, n=n, rng=int(eps * 100))
+            emp = empirical_rho(mech, model, cert, features=feats, n=n, sampler=int(eps * 100))
             rows.append({"mechanism": mech.label, "epsilon": float(eps), "rho": u.rho, "rho_hat": emp.rho_hat,
                          "ci_low": emp.ci[0], "ci_high": emp.ci[1], "consistent": emp.consistent,
                          "theory_ms": 1e3 * theory, "sampling_and_query_ms": 1e3 * emp.seconds})
@@ -112,10 +112,10 @@ def exact_sampler(n: int) -> list[dict]:
     for name in NAMES:
         mech = _mech(name, 2.0)
         t0 = time.perf_counter()
-        mech.sample(0.37, n, rng=random.SystemRandom())
+        mech.sample(0.37, n, sampler=random.SystemRandom())
         exact_s = (time.perf_counter() - t0) / n
         t0 = time.perf_counter()
-        mech.sample(0.37, 100000, rng=1)
+        mech.sample(0.37, 100000, sampler=1)
         numpy_s = (time.perf_counter() - t0) / 100000
         rows.append({"mechanism": mech.label, "exact_ms_per_value": 1e3 * exact_s, "numpy_us_per_value": 1e6 * numpy_s})
         print(f"{mech.label:32s} exact {1e3 * exact_s:7.3f} ms/value   numpy {1e6 * numpy_s:7.3f} us/value")

@@ -34,8 +34,9 @@ _LAZY: dict[str, str] = {
     "LipschitzCertificate": "certify.lipschitz",
     **{name: "certify.ldp" for name in (
         "make_mechanism", "rho", "utility", "smallest_epsilon", "compare_mechanisms", "empirical_rho",
-        "linear_radius", "linear_hyperrectangle", "load_sklearn", "tree_radius", "tree_hyperrectangle",
         "robustness_box")},
+    **{name: "certify.robustness.classifiers" for name in (
+        "linear_radius", "linear_hyperrectangle", "load_sklearn", "tree_radius", "tree_hyperrectangle")},
     **{name: "certify.verify" for name in ("verify", "load_vnnlib", "parse_vnnlib", "VerificationResult")},
     **{name: "certify.robustness" for name in ("robustness_radius", "robustness_hyperrectangle", "probabilistic_radius")},
 }

@@ -1,7 +1,9 @@
-"""Recognise files that are obviously not ONNX models, so the error says what to do.
+"""Input files before they are read: what kind of file it is, and files that are obviously not models.
 
-A protobuf parser reading a compressed or foreign file only reports "wire format was corrupt" (or,
-worse, parses garbage): the first bytes say much more. Only signatures are read; nothing is
+The one table of file signatures and of pickle suffixes (`PICKLE_EXTENSIONS`: certify never
+unpickles a file, whatever loads it: the ONNX command line, the scikit-learn loader). A protobuf
+parser reading a compressed or foreign file only reports "wire format was corrupt" (or, worse,
+parses garbage): the first bytes say much more. Only signatures are read; nothing is
 decompressed or unpickled.
 """
 
@@ -75,6 +77,10 @@ def read_input_file(path: str | os.PathLike, what: str = "input file", error: ty
         raise error(f"{what} {path} changed while it was read; read it again when it is complete")
     return data
 
+#: suffixes of pickled files (torch.save, pickle, joblib, dill): refused by name, never opened
+PICKLE_EXTENSIONS: tuple[str, ...] = (".pt", ".pth", ".ckpt", ".bin", ".pkl", ".pickle", ".joblib", ".pk", ".sav",
+                                      ".dill")
+
 # (leading bytes, what the file is, what to do); "{path}" is replaced by the file's path
 _SIGNATURES: tuple[tuple[bytes, str, str], ...] = (
     (b"\x1f\x8b", "gzip-compressed", "decompress it first (gunzip -k {path}) and load the .onnx file"),
@@ -82,7 +88,7 @@ _SIGNATURES: tuple[tuple[bytes, str, str], ...] = (
     (b"\xfd7zXZ\x00", "xz-compressed", "decompress it first (unxz -k {path}) and load the .onnx file"),
     (b"\x28\xb5\x2f\xfd", "zstd-compressed", "decompress it first (unzstd {path}) and load the .onnx file"),
     (b"PK\x03\x04", "a zip archive (PyTorch .pt checkpoints are zip archives too)",
-     "extract the .onnx file from it, or export a torch model with torch.onnx.export"),
+     "extract the .onnx file from it (unzip {path}), or export a torch model with torch.onnx.export"),
     (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive", "extract the .onnx file from it"),
     (b"\x89HDF\r\n\x1a\n", "an HDF5 file (e.g. a Keras model)", "convert it to ONNX first (e.g. with tf2onnx)"),
     (b"\x93NUMPY", "a NumPy array file", "pass the ONNX model here; arrays go to the vector options"),
@@ -96,9 +102,9 @@ def diagnose(data: bytes, path: str) -> str | None:
         return f"{path} is empty; expected an ONNX model"
     for magic, kind, todo in _SIGNATURES:
         if data.startswith(magic):
-            return f"{path} is {kind}, not an ONNX model; {todo.format(path=path)}"
+            return f"{path} is {kind}, not an ONNX file; {todo.format(path=path)}"
     if len(data) > 262 and data[257:262] == b"ustar":
-        return f"{path} is a tar archive, not an ONNX model; extract the .onnx file from it (tar -xf {path})"
+        return f"{path} is a tar archive, not an ONNX file; extract the .onnx file from it (tar -xf {path})"
     if data[0] == 0x80 and len(data) > 1 and 2 <= data[1] <= 5:
         return (f"{path} is a Python pickle (e.g. a torch.save file), not an ONNX model; certify never unpickles "
                 "files: export the model with torch.onnx.export")

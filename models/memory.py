@@ -13,12 +13,13 @@ Before a large array is allocated its size is compared with the budget:
   computed after the import needs room for at least one working copy of the network.
 
 Where no source exists (not Linux, no cap) the budget is unlimited and an allocation that still
-fails is reported the same way (`allocating`). `solvers.memory` is this module seen from the
-solvers (same budget, same error).
+fails is reported the same way (`allocating`). The solvers and certify import this module (there
+is no other budget).
 
 Computations ask for their working arrays with `require_work` (refuse), `block_rows` (the largest
 row block of a blocked product that fits: all rows when the whole product fits, so results do not
-change where they fit) or `batch_rows` (sample batches).
+change where they fit) or `batch_rows` (sample batches); a whole problem (an SDP) is checked by
+`require_memory` before it is built.
 """
 
 from __future__ import annotations
@@ -206,6 +207,16 @@ def batch_rows(wanted: int, row_bytes: float, fixed: float = 0.0) -> int:
     wanted = max(int(wanted), 1)
     cap = min(work_left()[0] - fixed, BATCH_BYTES) if fixed + wanted * row_bytes > SMALL else wanted * row_bytes
     return int(max(0, min(wanted, cap // max(row_bytes, 1.0))))
+
+
+def require_memory(needed: float, what: str, alternative: str) -> None:
+    """Refuse (`TooLarge`) a problem (an SDP, ...) whose memory, `needed` bytes, exceeds what is left
+    of the budget; `what` names the problem and its size as a clause ("an SDP with ..., which"),
+    `alternative` what to do instead."""
+    left, described = work_left(available_bytes())
+    if needed > left:
+        raise TooLarge(f"{what} needs about {gb(needed)} of memory, more than the memory budget of {described}; "
+                       f"{alternative}, or set {ENV_VAR} (e.g. {ENV_VAR}=32G) if the machine has the memory")
 
 
 def require(nbytes: float, what: str, already: float = 0.0) -> None:

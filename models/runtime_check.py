@@ -1,4 +1,5 @@
-"""The importers' independent check: the IR against the model's own runtime on random inputs.
+"""The importers' independent check: the IR against the model's own runtime on random inputs; and
+`ort_session`, the one place an onnxruntime session is opened (the check, `onnx_reference`).
 
 A disagreement is refused. When the runtime's float32 arithmetic cannot represent the model's
 values (outputs or intermediate values beyond float32's range, inf/NaN) the message says so and
@@ -96,24 +97,31 @@ def explain_range_problem(net: Network, xs: np.ndarray, refs: np.ndarray, ours: 
     return None
 
 
+def ort_session(model_bytes: bytes, source: str = "the model"):
+    """An onnxruntime CPU session of `model_bytes` (one thread, warnings off); ModelError when it
+    cannot load."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    try:
+        return ort.InferenceSession(model_bytes, opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        raise ModelError(f"onnxruntime cannot load {source} ({str(exc).splitlines()[0][:200]})") from None
+
+
 def check_against_onnxruntime(net: Network, model_bytes: bytes, samples: int = 8, seed: int = 0) -> float:
     """Compare the IR with onnxruntime on random inputs; return the worst relative error."""
     import onnx
-    import onnxruntime as ort
     from onnx import numpy_helper
 
     model = onnx.load_model_from_string(model_bytes)
     init_names = {i.name for i in model.graph.initializer}
     inp = next(i for i in model.graph.input if i.name not in init_names)
     float64 = inp.type.tensor_type.elem_type == 11
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3
-    try:
-        sess = ort.InferenceSession(model_bytes, opts, providers=["CPUExecutionProvider"])
-    except Exception as exc:
-        raise ModelError(f"onnxruntime cannot load the model ({str(exc).splitlines()[0][:200]})") from None
+    sess = ort_session(model_bytes, "the model")
     xs = random_inputs(net.input_dim, samples, seed)
     dtype = np.float64 if float64 else np.float32
     rtol = FLOAT64_RTOL if float64 else FLOAT32_RTOL

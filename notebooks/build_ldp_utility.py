@@ -73,7 +73,7 @@ cells = [
        "subset of the set of records keeping the class): the assertion checks it up to sampling error."),
     code("rows = []\nfor k, b in boxes.items():\n    for name in MECHANISMS:\n        for eps in EPSILONS:\n"
          "            mech = make_mechanism(name, float(eps), **CLIP.get(name, {}))\n"
-         "            e = empirical_rho(mech, predict[k], b, point=x, features=sensitive, n=4000, rng=eps)\n"
+         "            e = empirical_rho(mech, predict[k], b, point=x, features=sensitive, n=4000, sampler=eps)\n"
          "            rows.append({'model': k, 'mechanism': name, 'epsilon': eps, 'rho': e.rho, 'rho_hat': e.rho_hat,\n"
          "                         'ci_high': e.ci[1], 'consistent': e.consistent})\n"
          "table = pd.DataFrame(rows)\nassert table.consistent.all()\n"
@@ -105,7 +105,7 @@ cells = [
          "dpredict = lambda Z: dnet(Z).argmax(axis=1)\n"
          "drows = []\nfor name in MECHANISMS:\n    for eps in EPSILONS:\n"
          "        e = empirical_rho(make_mechanism(name, float(eps), **CLIP.get(name, {})), dpredict, dbox, point=xd, features=pixels, n=4000, "
-         "rng=eps)\n"
+         "sampler=eps)\n"
          "        drows.append({'mechanism': name, 'epsilon': eps, 'rho': e.rho, 'rho_hat': e.rho_hat, "
          "'consistent': e.consistent})\n"
          "dtable = pd.DataFrame(drows)\nassert dtable.consistent.all()\n"

@@ -18,11 +18,11 @@ import numpy as np
 
 from models.errors import BadInput
 
+from .choices import NORMS
 from .psd import prove_psd
 from .rounding import U, add_up, frobenius_up, gamma, ldexp_up, mul_up, sqrt_up
 
 Norm = Literal["l1", "l2", "linf"]
-NORMS: tuple[str, ...] = ("l1", "l2", "linf")
 _ALIASES = {"l1": "l1", "1": "l1", "l2": "l2", "2": "l2", "linf": "linf", "inf": "linf", "l_inf": "linf", "max": "linf"}
 
 # enumeration of sign vectors for the linf->l1 norm is exact up to this many columns/rows
@@ -35,7 +35,7 @@ MAX_GRAM_FLOPS = 4e9
 def parse_norm(name: str, what: str = "norm") -> str:
     key = str(name).strip().lower()
     if key not in _ALIASES:
-        raise BadInput(f"unknown {what} {name!r}; choose one of l1, l2, linf")
+        raise BadInput(f"unknown {what} {name!r}; choose one of {', '.join(NORMS)}")
     return _ALIASES[key]
 
 

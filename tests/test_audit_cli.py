@@ -422,7 +422,7 @@ def test_nan_sensitivity_is_refused_not_nan_noise(cli):
 @pytest.mark.parametrize("bad", ["abc", True, None, "1"])
 def test_positive_scalars_must_be_numbers(bad):
     from certify.errors import BadInput
-    from certify.vectors import parse_positive
+    from certify.boundary.vectors import parse_positive
 
     with pytest.raises(BadInput, match="time limit must be a number"):
         parse_positive(bad, "time limit")

@@ -18,7 +18,7 @@ from certify.errors import BadInput
 from certify.lipschitz.global_bounds import global_lipschitz
 from models.onnx_export import save_onnx
 from models.zoo import lipmip_suite_path, random_relu_net
-from solvers.memory import TooLarge, available_bytes
+from models.memory import TooLarge, available_bytes
 from tests.conftest import assert_bad_input
 from tests.processes import mapped_files
 
@@ -34,7 +34,7 @@ def mnist_like():
 
 
 def test_lipsdp_that_does_not_fit_is_refused_before_it_is_built(mnist_like, monkeypatch):
-    monkeypatch.setattr("solvers.memory.available_bytes", lambda: 2**30)
+    monkeypatch.setattr("models.memory.available_bytes", lambda: 2**30)
     with pytest.raises(TooLarge, match=r"1808 x 1808 .* about 1\.\d+ GB .* more than the memory budget of 0\.537 GB \(half of the 1\.07 GB "
                        r"of memory available\).*eclipse-fast.*CERTIFY_MEMORY_LIMIT"):
         global_lipschitz(mnist_like, "lipsdp-neuron")
@@ -181,6 +181,6 @@ def test_domain_used_by_mip_only_in_all(cli):
 
 
 def test_bad_sdp_memory_is_exit_2_through_calibrate(cli, monkeypatch):
-    monkeypatch.setattr("solvers.memory.available_bytes", lambda: 2**20)
+    monkeypatch.setattr("models.memory.available_bytes", lambda: 2**20)
     assert_bad_input(cli("calibrate", "gauss-output", "--model", NET, "--epsilon", "1", "--delta", "1e-5",
                          "--radius", "0.1", "--lipschitz-method", "lipsdp-neuron"), "memory", "eclipse-fast")

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import certify
 from certify.certificate import SCHEMA, Certificate, Status, load_schema
-from certify.ldp.linear import LinearRobustness
+from certify.robustness.classifiers.linear import LinearRobustness
 from certify.lipschitz.certificate import LipschitzCertificate
 from certify.lipschitz.global_result import GlobalLipschitzComparison, GlobalLipschitzResult
 from certify.verify.result import VerificationResult

@@ -9,7 +9,8 @@ from sklearn.datasets import load_breast_cancer
 from sklearn.linear_model import LogisticRegression
 
 from certify.errors import BadInput
-from certify.ldp import empirical_rho, linear_hyperrectangle, make_mechanism, theory_vs_practice
+from certify.ldp import empirical_rho, make_mechanism, theory_vs_practice
+from certify.robustness.classifiers import linear_hyperrectangle
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,7 @@ def test_certified_rho_lower_bounds_rho_hat(cancer, name):
     x0 = X[7]
     cert = linear_hyperrectangle(model, x0, features=[0, 20])
     mech = make_mechanism(name, 1.0, **({"clip": True} if name == "laplace" else {}))
-    rows = theory_vs_practice(mech, model, cert, [1.0, 4.0, 8.0], features=[0, 20], n=3000, rng=11)
+    rows = theory_vs_practice(mech, model, cert, [1.0, 4.0, 8.0], features=[0, 20], n=3000, sampler=11)
     for row in rows:
         assert row.consistent, row.to_dict()  # rho <= upper end of the 99% interval of rho_hat
         assert 0 <= row.rho <= 1 and row.n == 3000 and "numpy" in row.sampler
@@ -42,7 +43,7 @@ def test_callable_scores_and_exact_sampler(cancer):
     cert = linear_hyperrectangle(model, X[3], features=[1])
     import random
 
-    out = empirical_rho(make_mechanism("pm", 3.0), net, cert, features=[1], n=60, rng=random.Random(1))
+    out = empirical_rho(make_mechanism("pm", 3.0), net, cert, features=[1], n=60, sampler=random.Random(1))
     assert out.consistent and "exact" in out.sampler
 
 
@@ -53,8 +54,8 @@ def test_uncertified_box_can_be_inconsistent(cancer):
     assert cert.box.lo[27] > 0.2  # the class changes within [0, 1] on feature 27
     # a box larger than the robust region (all of [0, 1] on feature 27): rho claims more than sampling sees
     box = (np.where(np.arange(30) == 27, 0.0, x0), np.where(np.arange(30) == 27, 1.0, x0))
-    big = empirical_rho(make_mechanism("pm", 1.0), model, box, point=x0, features=[27], n=4000, rng=3)
-    tight = empirical_rho(make_mechanism("pm", 1.0), model, cert, features=[27], n=4000, rng=3)
+    big = empirical_rho(make_mechanism("pm", 1.0), model, box, point=x0, features=[27], n=4000, sampler=3)
+    tight = empirical_rho(make_mechanism("pm", 1.0), model, cert, features=[27], n=4000, sampler=3)
     assert tight.consistent and tight.rho < big.rho == pytest.approx(1.0)
     assert not big.consistent
 

@@ -19,8 +19,9 @@ from sklearn.svm import LinearSVC
 from certify.certificate import Status, load_schema
 from certify.errors import BadInput
 from certify.ldp import make_mechanism, rho, utility
-from certify.ldp.linear import LinearModel, robustness_hyperrectangle, robustness_radius
-from certify.ldp.sklearn_io import linear_model_from_sklearn, load_sklearn
+from certify.robustness.classifiers.linear import LinearModel, linear_hyperrectangle, linear_radius
+from certify.robustness.classifiers.linear_model import linear_model_from_sklearn
+from certify.robustness.classifiers.sklearn_io import load_sklearn
 
 
 def _data(n_classes, d=4, seed=0):
@@ -101,7 +102,7 @@ def test_radius_matches_lp_oracle(idx, norm):
     for i in (3, 77, 150):
         x0 = X[i]
         for domain in (None, (0.0, 1.0)):
-            cert = robustness_radius(model, x0, norm=norm, domain=domain)
+            cert = linear_radius(model, x0, norm=norm, domain=domain)
             want = _oracle_radius(model, x0, norm, domain)
             if np.isinf(want):
                 assert cert.status == Status.ROBUST_WITHIN and cert.upper is None
@@ -134,7 +135,7 @@ def test_hyperrectangle_is_robust_and_maximal(idx):
         label = model.predict(x0[None])[0]
         c = int(np.flatnonzero(model.classes_ == label)[0])
         for feats in (None, [0, 2]):
-            cert = robustness_hyperrectangle(model, x0, features=feats, domain=(0, 1))
+            cert = linear_hyperrectangle(model, x0, features=feats, domain=(0, 1))
             box = cert.box
             assert cert.status == Status.CERTIFIED and box.contains(x0)
             free = np.arange(x0.size) if feats is None else np.array(feats)
@@ -163,20 +164,20 @@ def test_hyperrectangle_is_robust_and_maximal(idx):
 def test_hyperrectangle_plugs_into_utility():
     model, X = MODELS[0]
     x0 = X[10]
-    cert = robustness_hyperrectangle(model, x0, features=[1, 3])
+    cert = linear_hyperrectangle(model, x0, features=[1, 3])
     pm = make_mechanism("pm", 3.0)
     u = utility(pm, cert, features=[1, 3])
     assert u.basis.startswith("certified box") and utility(pm, cert).rho == u.rho  # the certificate's features
     assert utility(pm, cert, features=[1, 2, 3]).rho == 0.0  # feature 2 is fixed in the box: any noise leaves it
     assert u.rho == pytest.approx(rho(pm, (cert.box.lo, cert.box.hi), point=x0, features=[1, 3]))
     jsonschema.validate(cert.to_dict(), load_schema())
-    jsonschema.validate(robustness_radius(model, x0, norm="l2").to_dict(), load_schema())
+    jsonschema.validate(linear_radius(model, x0, norm="l2").to_dict(), load_schema())
     # the empirical frequency of keeping the class is at least rho (sampled, fixed seed)
     rng = np.random.default_rng(0)
     n = 4000
     recs = np.repeat(x0[None], n, axis=0)
     for f in (1, 3):
-        recs[:, f] = pm.sample(x0[f], n, rng=rng)
+        recs[:, f] = pm.sample(x0[f], n, sampler=rng)
     kept = np.mean(model.predict(recs) == model.predict(x0[None])[0])
     assert kept >= u.rho - 4 * np.sqrt(u.rho * (1 - u.rho) / n)
 
@@ -185,7 +186,7 @@ def test_radius_boxes_are_robust_for_every_norm():
     model, X = MODELS[1]
     rng = np.random.default_rng(1)
     for norm in ("linf", "l1", "l2"):
-        cert = robustness_radius(model, X[40], norm=norm, domain=(0, 1))
+        cert = linear_radius(model, X[40], norm=norm, domain=(0, 1))
         pts = rng.uniform(cert.box.lo, cert.box.hi, size=(5000, X.shape[1]))
         assert np.all(model.predict(pts) == model.predict(X[40][None])[0])
 
@@ -197,7 +198,7 @@ def test_pipeline_with_scaler_is_folded_exactly(tmp_path):
     pts = X[::7]
     np.testing.assert_allclose(pts @ lin.Wf.T + lin.bf, pipe.decision_function(pts), rtol=1e-9, atol=1e-9)
     lo, hi = X.min(0), X.max(0)
-    cert = robustness_hyperrectangle(pipe, X[70], domain=(lo, hi))
+    cert = linear_hyperrectangle(pipe, X[70], domain=(lo, hi))
     sample = np.random.default_rng(2).uniform(cert.box.lo, cert.box.hi, size=(20000, 4))
     assert np.all(pipe.predict(sample) == pipe.predict(X[70][None])[0])
     import skops.io as sio
@@ -226,14 +227,14 @@ def test_unsupported_models_and_inputs():
 
     X, y = _data(2)
     with pytest.raises(BadInput, match="not a fitted linear classifier"):
-        robustness_radius(DecisionTreeClassifier().fit(X, y), X[0])
+        linear_radius(DecisionTreeClassifier().fit(X, y), X[0])
     lin = LinearModel.from_arrays([[1.0, -1.0]], [0.0])
     with pytest.raises(BadInput, match="norm"):
-        robustness_radius(lin, [0.2, 0.1], norm="l3")
+        linear_radius(lin, [0.2, 0.1], norm="l3")
     with pytest.raises(BadInput, match="outside the domain"):
-        robustness_hyperrectangle(lin, [1.5, 0.1])
-    on_boundary = robustness_radius(lin, [0.25, 0.25])
+        linear_hyperrectangle(lin, [1.5, 0.1])
+    on_boundary = linear_radius(lin, [0.25, 0.25])
     assert on_boundary.lower == on_boundary.upper == 0.0
     # binary class 1 needs w.x + b > 0: the radius is the distance to the line x1 = x2
-    cert = robustness_radius(lin, [0.5, 0.1], norm="l2")
+    cert = linear_radius(lin, [0.5, 0.1], norm="l2")
     assert cert.predicted_class == 1 and cert.lower == pytest.approx(0.4 / np.sqrt(2), rel=1e-12)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from certify.errors import BadInput
-from certify.ldp import KRR, Exponential, Gaussian, Laplace, PiecewiseMechanism, PrivacyIndicator, SquareWave, make_mechanism
+from certify.ldp import KRR, Exponential, GaussianLDP, LaplaceLDP, PiecewiseMechanism, PrivacyIndicator, SquareWave, make_mechanism
 from tests import ldp_oracles as orc
 
 EPS = [0.05, 0.5, 2.0, 7.0, 40.0]
@@ -41,8 +41,8 @@ def test_piecewise_density_integrates_to_one_and_masses_match_quadrature(cls, de
 def test_noise_masses_match_closed_form_cdfs_with_atoms(eps):
     delta = 1e-6
     for clip in (False, True):
-        lap = Laplace(eps, clip=clip)
-        gau = Gaussian(eps, delta=delta, clip=clip, calibration="pac")
+        lap = LaplaceLDP(eps, clip=clip)
+        gau = GaussianLDP(eps, delta=delta, clip=clip, calibration="pac")
         sigma = orc.pac_sigma_formula(eps, delta)
         assert gau.sigma01 == pytest.approx(float(sigma), rel=1e-13) and gau.sigma01 >= float(sigma)
         for x in XS:
@@ -81,7 +81,7 @@ def test_grid_membership_is_decided_on_the_output_floats():
 
 
 def _mechs(eps):
-    return [Laplace(eps), Laplace(eps, clip=True), PiecewiseMechanism(eps), SquareWave(eps), Exponential(eps, k=41),
+    return [LaplaceLDP(eps), LaplaceLDP(eps, clip=True), PiecewiseMechanism(eps), SquareWave(eps), Exponential(eps, k=41),
             KRR(eps, k=41)]
 
 
@@ -118,35 +118,35 @@ def test_check_ldp_detects_a_broken_mechanism():
             return np.exp(np.asarray(eps))
 
     assert not Broken(2.0).check_ldp().holds
-    g = Gaussian(2.0, delta=1e-5)
+    g = GaussianLDP(2.0, delta=1e-5)
     g.sigma01 *= 0.9  # too little noise
     assert not g.check_ldp().holds
-    assert Gaussian(2.0, delta=1e-5).check_ldp().holds and Gaussian(2.0, delta=1e-5, calibration="pac").check_ldp().holds
+    assert GaussianLDP(2.0, delta=1e-5).check_ldp().holds and GaussianLDP(2.0, delta=1e-5, calibration="pac").check_ldp().holds
 
 
 def test_pac_sigma_is_at_least_the_analytic_one():
     for eps in (0.1, 1.0, 5.0, 30.0):
         for delta in (1e-2, 1e-6):
-            assert Gaussian(eps, delta=delta, calibration="pac").sigma01 >= Gaussian(eps, delta=delta).sigma01
+            assert GaussianLDP(eps, delta=delta, calibration="pac").sigma01 >= GaussianLDP(eps, delta=delta).sigma01
 
 
 def _ks(samples, mech, x):
     return stats.kstest(samples, lambda t: mech.cdf(t, x)).pvalue
 
 
-@pytest.mark.parametrize("mech", [Laplace(1.5), Gaussian(1.5, delta=1e-3, domain=(-2, 3)), PiecewiseMechanism(2.0),
+@pytest.mark.parametrize("mech", [LaplaceLDP(1.5), GaussianLDP(1.5, delta=1e-3, domain=(-2, 3)), PiecewiseMechanism(2.0),
                                   SquareWave(2.0, domain=(10, 20)), PiecewiseMechanism(0.3)])
 def test_numpy_samplers_pass_ks(mech):
     x = mech.lo + 0.23 * mech.width
-    samples = mech.sample(x, 5000, rng=1234)
+    samples = mech.sample(x, 5000, sampler=1234)
     assert _ks(samples, mech, x) > FALSE_ALARM
 
 
-@pytest.mark.parametrize("mech", [Laplace(1.5), Gaussian(1.5, delta=1e-3), PiecewiseMechanism(2.0),
+@pytest.mark.parametrize("mech", [LaplaceLDP(1.5), GaussianLDP(1.5, delta=1e-3), PiecewiseMechanism(2.0),
                                   SquareWave(2.0, domain=(10, 20))])
 def test_exact_samplers_pass_ks(mech):
     x = mech.lo + 0.77 * mech.width
-    samples = mech.sample(x, 120, rng=random.Random(99))
+    samples = mech.sample(x, 120, sampler=random.Random(99))
     assert _ks(samples, mech, x) > FALSE_ALARM
 
 
@@ -158,13 +158,13 @@ def _chi2(samples, mech, x, cells):
     return stats.chisquare(counts, probs / probs.sum() * samples.size).pvalue
 
 
-@pytest.mark.parametrize("make", [lambda: Exponential(3.0, k=21), lambda: KRR(2.0, k=21), lambda: Laplace(2.0, clip=True)])
+@pytest.mark.parametrize("make", [lambda: Exponential(3.0, k=21), lambda: KRR(2.0, k=21), lambda: LaplaceLDP(2.0, clip=True)])
 @pytest.mark.parametrize("exact", [False, True])
 def test_discrete_and_atom_samplers_chi_square(make, exact):
     mech = make()
     x = 0.88
     rng = random.Random(5) if exact else 5
-    samples = mech.sample(x, 300 if exact else 6000, rng=rng)
+    samples = mech.sample(x, 300 if exact else 6000, sampler=rng)
     grid = np.arange(21) / 20
     if mech.discrete:
         cells = [(g, g) for g in mech.grid]
@@ -175,16 +175,16 @@ def test_discrete_and_atom_samplers_chi_square(make, exact):
 
 
 def test_samples_stay_in_domain_and_exact_sampler_is_reproducible():
-    for m in (PiecewiseMechanism(1.0, domain=(-1, 1)), SquareWave(0.5, domain=(-1, 1)), Laplace(1.0, clip=True, domain=(-1, 1))):
-        s = m.sample(0.5, 40, rng=random.Random(3))
+    for m in (PiecewiseMechanism(1.0, domain=(-1, 1)), SquareWave(0.5, domain=(-1, 1)), LaplaceLDP(1.0, clip=True, domain=(-1, 1))):
+        s = m.sample(0.5, 40, sampler=random.Random(3))
         assert np.all((s >= -1) & (s <= 1))
-        assert np.array_equal(s, m.sample(0.5, 40, rng=random.Random(3)))
+        assert np.array_equal(s, m.sample(0.5, 40, sampler=random.Random(3)))
     assert isinstance(PiecewiseMechanism(1.0).sample(0.5), float)  # the default secure path
 
 
 def test_indicator_releases_x_with_probability_delta():
     ind = PrivacyIndicator(PiecewiseMechanism(1.0), 0.25)
-    s = ind.sample(0.4, 4000, rng=11)
+    s = ind.sample(0.4, 4000, sampler=11)
     lo, hi = stats.binomtest(int(np.sum(s == 0.4)), 4000).proportion_ci(1 - FALSE_ALARM)
     assert lo <= 0.25 <= hi
     assert float(ind.mass(0.3, 0.5, 0.4)) == pytest.approx(0.25 + 0.75 * float(PiecewiseMechanism(1.0).mass(0.3, 0.5, 0.4)))
@@ -197,7 +197,7 @@ def test_domain_rescaling_is_the_affine_image():
         m01, m = make_mechanism(name, 1.7), make_mechanism(name, 1.7, domain=(lo, hi))
         for x, a, b in [(0.2, 0.105, 0.6049), (0.9, 0.0, 0.9549), (0.5, 0.4951, 1.0)]:  # box edges off the grid
             assert float(m.mass(lo + 8 * a, lo + 8 * b, lo + 8 * x)) == pytest.approx(float(m01.mass(a, b, x)), abs=1e-13)
-    g01, g = Gaussian(1.0, delta=1e-5), Gaussian(1.0, delta=1e-5, domain=(lo, hi))
+    g01, g = GaussianLDP(1.0, delta=1e-5), GaussianLDP(1.0, delta=1e-5, domain=(lo, hi))
     assert g.sigma == pytest.approx(8 * g01.sigma01, rel=1e-15)
 
 
@@ -246,8 +246,8 @@ def test_bad_mass_arguments():
         m.mass(0.6, 0.5, 0.5)
     with pytest.raises(BadInput, match="outside the mechanism's domain"):
         m.mass(0.1, 0.5, 1.5)
-    with pytest.raises(BadInput, match="rng"):
-        m.sample(0.5, 3, rng="fast")
+    with pytest.raises(BadInput, match="sampler"):
+        m.sample(0.5, 3, sampler="fast")
 
 
 @settings(max_examples=200, deadline=None)

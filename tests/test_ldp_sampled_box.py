@@ -46,7 +46,7 @@ def kept_count(mech, classifier, x, features, n=N, seed=0) -> int:
     rng = np.random.default_rng(seed)
     recs = np.repeat(np.asarray(x, dtype=np.float64)[None, :], n, axis=0)
     for f in features:
-        recs[:, f] = mech.sample(float(x[f]), n, rng=rng)
+        recs[:, f] = mech.sample(float(x[f]), n, sampler=rng)
     label = classifier(np.asarray(x, dtype=np.float64)[None, :])[0]
     return int(np.sum(classifier(recs) == label))
 
@@ -78,7 +78,7 @@ def test_pm_eps20_sampled_box_old_factor_violated_new_bound_holds():
     d = u.to_dict()
     assert d["confidence"] == 0.95 and d["sampled_box"]["max_density"][0] == pytest.approx(math.exp(10), rel=1e-8)
     # empirical_rho now agrees with the theory; with the old factor it said "consistent: False"
-    e = empirical_rho(pm, clf, box, n=N, rng=0, confidence=1 - 2 * FALSE_ALARM)
+    e = empirical_rho(pm, clf, box, n=N, sampler=0, confidence=1 - 2 * FALSE_ALARM)
     assert e.consistent and e.rho == u.rho and e.rho_box == pytest.approx(1.0) and e.omega == 0.05
     assert old > e.ci[1]
 
@@ -110,7 +110,7 @@ def test_small_eps_bound_is_attained_by_the_worst_bad_set(name, eps, x, box, bad
     k = kept_count(mech, clf, [x], [0], seed=5)
     assert cp_lower(k, N) <= u.rho + 1e-8 and u.rho <= cp_upper(k, N)
     assert u.rho_mechanism * (1 - tau) > cp_upper(k, N) > truth  # the paper's (1 - tau) alone overstates P(kept)
-    e = empirical_rho(mech, clf, ([a], [b]), point=[x], omega=omega, tau=tau, n=N, rng=5,
+    e = empirical_rho(mech, clf, ([a], [b]), point=[x], omega=omega, tau=tau, n=N, sampler=5,
                       confidence=1 - 2 * FALSE_ALARM)
     assert e.consistent and e.rho == u.rho
 
@@ -343,11 +343,12 @@ def test_smallest_epsilon_on_a_sampled_box():
 
 
 def test_probabilistic_box_stops_at_the_point_when_retests_would_exceed_omega(monkeypatch):
-    """The union bound over the fresh re-tests: with 1 sample per test and tau = 0.5 a bad box passes a test
-    with probability 0.5 > omega, so no box wider than the point {x} may be reported."""
-    from certify.ldp import boxes
+    """The union bound over the tests of the search: with 1 sample per test and tau = 0.5 a bad box passes a
+    test with probability up to exp(-2 (tau/2)^2) = 0.88 > omega, so no box wider than the point {x} may be
+    reported."""
+    from certify.robustness import probabilistic
 
-    monkeypatch.setattr(boxes, "sample_size", lambda omega, tau: 1)
+    monkeypatch.setattr(probabilistic, "hoeffding_samples", lambda omega, tau, tests=1: 1)
     clf = lambda X: (np.abs(X[:, 0] - 0.5) > 1e-3).astype(int)  # noqa: E731
     p = probabilistic_box(clf, [0.5], omega=0.1, tau=0.5, seed=0)
     assert p.box.lo[0] == p.box.hi[0] == 0.5

@@ -22,8 +22,8 @@ from sklearn.preprocessing import MinMaxScaler
 from sklearn.tree import DecisionTreeClassifier
 
 from certify.errors import BadInput
-from certify.ldp import (robustness_box, tree_ensemble_from_sklearn, tree_robustness_hyperrectangle,
-                         tree_robustness_radius)
+from certify.ldp import robustness_box
+from certify.robustness.classifiers import tree_ensemble_from_sklearn, tree_hyperrectangle, tree_radius
 
 
 # ---------------------------------------------------------------------------------- oracle
@@ -129,7 +129,7 @@ def test_scores_reproduce_predict_including_split_boundaries(kind, classes):
 def test_radius_is_exact_against_grid_oracle(kind):
     est, X = _toy(kind, 2, 2)
     for x0 in X[:6]:
-        r = tree_robustness_radius(est, x0, domain=(0, 1))
+        r = tree_radius(est, x0, domain=(0, 1))
         truth = _oracle_radius(est, x0, [0, 1])
         if truth is None:
             assert r.status == "robust_within"
@@ -150,7 +150,7 @@ def test_radius_is_exact_against_grid_oracle(kind):
 def test_radius_multiclass_three_features(kind):
     est, X = _toy(kind, 3, 3, seed=2)
     for x0 in X[:3]:
-        r = tree_robustness_radius(est, x0, domain=(0, 1))
+        r = tree_radius(est, x0, domain=(0, 1))
         truth = _oracle_radius(est, x0, [0, 1, 2])
         assert truth is not None and Fraction(r.lower) <= truth <= Fraction(r.upper)
         assert r.status == "optimal" and r.certified
@@ -159,7 +159,7 @@ def test_radius_multiclass_three_features(kind):
 def test_radius_features_subset_and_no_domain():
     est, X = _toy("gb", 3, 2, seed=3)
     x0 = X[0]
-    r = tree_robustness_radius(est, x0, features=[1])
+    r = tree_radius(est, x0, features=[1])
     truth = _oracle_radius(est, x0, [1], lo=-1e3, hi=1e3)
     if truth is None:
         assert r.status == "robust_within"
@@ -170,7 +170,7 @@ def test_radius_features_subset_and_no_domain():
 
 def test_certificate_json():
     est, X = _toy("rf", 2, 2)
-    d = tree_robustness_radius(est, X[0], domain=(0, 1)).to_dict()
+    d = tree_radius(est, X[0], domain=(0, 1)).to_dict()
     assert d["kind"] == "tree_robustness" and d["schema"] == "certify.certificate/1" and d["certified"]
 
 
@@ -204,7 +204,7 @@ def _check_hyperrectangle(est, x0, feats, h, exhaustive=True, samples=20000):
 def test_hyperrectangle_exhaustive_inside_and_pushed_out(kind):
     est, X = _toy(kind, 3, 2, seed=4)
     for x0 in X[:3]:
-        h = tree_robustness_hyperrectangle(est, x0, features=[0, 2])
+        h = tree_hyperrectangle(est, x0, features=[0, 2])
         assert h.certified and h.status in ("certified", "robust_within")
         assert np.all(h.box.lo[[1]] == x0[1]) and np.all(h.box.hi[[1]] == x0[1])
         if kind in ("gb", "hgb", "dt"):  # no vote ties: every side is maximal
@@ -217,7 +217,7 @@ def test_hyperrectangle_multiclass_iris():
     X = MinMaxScaler().fit_transform(X)
     est = GradientBoostingClassifier(n_estimators=10, max_depth=2, random_state=0).fit(X, y)
     for x0 in X[[0, 60, 120]]:
-        h = tree_robustness_hyperrectangle(est, x0, features=[2, 3])
+        h = tree_hyperrectangle(est, x0, features=[2, 3])
         _check_hyperrectangle(est, x0, [2, 3], h)
 
 
@@ -227,7 +227,7 @@ def test_breast_cancer_forest_hyperrectangle():
     est = RandomForestClassifier(20, max_depth=4, random_state=0).fit(X, y)
     feats = [20, 22, 27]
     for i in (0, 3, 7):
-        h = tree_robustness_hyperrectangle(est, X[i], features=feats)
+        h = tree_hyperrectangle(est, X[i], features=feats)
         assert h.certified
         _check_hyperrectangle(est, X[i], feats, h, exhaustive=True, samples=5000)
 
@@ -238,7 +238,7 @@ def test_breast_cancer_boosting_radius_all_features():
     X = MinMaxScaler().fit_transform(X)
     est = GradientBoostingClassifier(n_estimators=30, max_depth=3, random_state=0).fit(X, y)
     for i in range(5):
-        r = tree_robustness_radius(est, X[i], domain=(0, 1))
+        r = tree_radius(est, X[i], domain=(0, 1))
         assert est.predict(r.witness[None])[0] != r.predicted_class
         assert r.lower <= r.upper
         box = r.box
@@ -264,15 +264,15 @@ def test_robustness_box_dispatch_and_probabilistic_fallback():
 def test_skops_roundtrip(tmp_path):
     import skops.io as sio
 
-    from certify.ldp import load_sklearn
+    from certify.robustness.classifiers import load_sklearn
 
     for kind in ("rf", "hgb"):
         est, X = _toy(kind, 2, 2)
         path = tmp_path / f"{kind}.skops"
         sio.dump(est, path)
         loaded = load_sklearn(str(path))
-        a = tree_robustness_radius(loaded, X[0], domain=(0, 1))
-        b = tree_robustness_radius(est, X[0], domain=(0, 1))
+        a = tree_radius(loaded, X[0], domain=(0, 1))
+        b = tree_radius(est, X[0], domain=(0, 1))
         assert a.lower == b.lower and a.upper == b.upper
 
 
@@ -282,21 +282,21 @@ def test_bad_inputs():
 
     est, X = _toy("gb", 2, 2)
     with pytest.raises(BadInput, match="2 features"):
-        tree_robustness_radius(est, [0.5, 0.5, 0.5])
+        tree_radius(est, [0.5, 0.5, 0.5])
     with pytest.raises(BadInput, match="NaN"):
-        tree_robustness_radius(est, [0.5, np.nan])
+        tree_radius(est, [0.5, np.nan])
     with pytest.raises(BadInput, match="outside the domain"):
-        tree_robustness_radius(est, [0.5, 2.0], domain=(0, 1))
+        tree_radius(est, [0.5, 2.0], domain=(0, 1))
     with pytest.raises(BadInput, match="not a supported tree ensemble"):
-        tree_robustness_radius(KNeighborsClassifier().fit(X, est.predict(X)), X[0])
+        tree_radius(KNeighborsClassifier().fit(X, est.predict(X)), X[0])
     with pytest.raises(BadInput, match="not a supported tree ensemble"):
-        tree_robustness_radius(make_pipeline(MinMaxScaler(), est), X[0])
+        tree_radius(make_pipeline(MinMaxScaler(), est), X[0])
     with pytest.raises(BadInput, match="not fitted"):
-        tree_robustness_radius(RandomForestClassifier(), X[0])
+        tree_radius(RandomForestClassifier(), X[0])
     with pytest.raises(BadInput, match="domain"):
-        tree_robustness_hyperrectangle(est, X[0], domain=None)
+        tree_hyperrectangle(est, X[0], domain=None)
     with pytest.raises(BadInput, match="feature index"):
-        tree_robustness_hyperrectangle(est, X[0], features=[5])
+        tree_hyperrectangle(est, X[0], features=[5])
 
 
 def test_utility_reads_tree_and_probabilistic_boxes():
@@ -305,7 +305,7 @@ def test_utility_reads_tree_and_probabilistic_boxes():
     from certify.ldp import make_mechanism, probabilistic_box, utility
 
     est, X = _toy("gb", 3, 2, seed=4)
-    cert = tree_robustness_hyperrectangle(est, X[0], features=[0, 2])
+    cert = tree_hyperrectangle(est, X[0], features=[0, 2])
     u = utility(make_mechanism("pm", 2.0), cert, features=[0, 2])
     assert 0 < u.rho <= 1 and "certified box (tree_robustness" in u.to_dict()["basis"]
     knn = KNeighborsClassifier(3).fit(X, est.predict(X))
@@ -317,14 +317,14 @@ def test_utility_reads_tree_and_probabilistic_boxes():
 @pytest.mark.parametrize("kind", ["rf", "gb"])
 def test_proof_alone_corrects_a_useless_milp(kind, monkeypatch):
     """Without MILP proposals the box search alone must reach the same exact answers."""
-    from certify.ldp import trees
+    from certify.robustness.classifiers import trees
 
     est, X = _toy(kind, 2, 2)
     monkeypatch.setattr(trees._Ctx, "hint", lambda self, fm, parts_left=1: ("none", None))
     for x0 in X[:4]:
-        r = tree_robustness_radius(est, x0, domain=(0, 1))
+        r = tree_radius(est, x0, domain=(0, 1))
         truth = _oracle_radius(est, x0, [0, 1])
         if truth is not None:
             assert Fraction(r.lower) <= truth and (r.status != "optimal" or r.lower == float(truth))
-        h = tree_robustness_hyperrectangle(est, x0, features=[0, 1])
+        h = tree_hyperrectangle(est, x0, features=[0, 1])
         _check_hyperrectangle(est, x0, [0, 1], h)

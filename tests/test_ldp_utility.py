@@ -44,7 +44,7 @@ def test_rho_equals_monte_carlo_frequency(name):
     rng = np.random.default_rng(42)
     inside = np.ones(n, dtype=bool)
     for f in (0, 1):
-        s = mech.sample(x[f], n, rng=rng)
+        s = mech.sample(x[f], n, sampler=rng)
         inside &= (s >= lo[f]) & (s <= hi[f])
     ci = stats.binomtest(int(inside.sum()), n).proportion_ci(1 - FALSE_ALARM, method="exact")
     assert ci.low <= r <= ci.high, (r, ci)

@@ -20,10 +20,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from certify.verify.batch_bounds import BatchedSymbolicBounds, PreBounds
 from models.ir import sequential
 from solvers.bab import NodeBound, branch_and_bound
-from solvers.bounds import network_bounds
+from solvers.bounds import BoundOptions, NetworkBounds, bound_boxes, network_bounds, relu_blocks
 from solvers.bounds.jacobian import clarke_norm_bound, clarke_norm_bound_batch
 from solvers.phases import ACTIVE, INACTIVE
 from tests.lipschitz_oracles import exact_lipschitz, jacobian, opnorm, random_weights
@@ -90,16 +89,15 @@ def _sub_boxes(weights, seed, n, r, min_width, count, slopes):
     root = network_bounds(net, root_lo, root_hi, "symbolic")
     lo = rng.uniform(root_lo, root_hi - r / 2, (count, n))
     hi = lo + rng.uniform(min_width, r / 2, (count, n))
-    parent = PreBounds(np.concatenate(root.pre_lo), np.concatenate(root.pre_hi))
-    pre_lo, pre_hi, _, _ = _bounder(net, slopes).pre_bounds(lo, hi, [parent] * count)
+    nb = bound_boxes(relu_blocks(net), lo, hi, _options(slopes), parents=NetworkBounds.stack([root] * count))
+    pre_lo, pre_hi = nb.pre_lo, nb.pre_hi
     return lo, hi, pre_lo, pre_hi, net
 
 
-def _bounder(net, slopes) -> BatchedSymbolicBounds:
+def _options(slopes) -> BoundOptions:
     """slopes: 1 or 3 fixed lower slopes, or "alpha" (three, then optimised per row)."""
-    if slopes == "alpha":
-        return BatchedSymbolicBounds(net, pre_slopes=3, per_box_rows=True, alpha_iterations=10)
-    return BatchedSymbolicBounds(net, pre_slopes=slopes, per_box_rows=True)
+    lower = {1: "crown", 3: "best-of-three", "alpha": "alpha"}[slopes]
+    return BoundOptions(lower_slopes=lower, alpha_steps=10, rows="per-box", symbolic_output=False)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -181,17 +179,17 @@ def test_optimised_slopes_lie_between_the_lp_relaxation_and_fixed_slopes(seed):
     at least the triangle LP's optimum over the same earlier bounds (CROWN with any slopes is a
     feasible dual point of that LP), and on these random nets some row's bound is strictly below
     the three fixed slopes' bound (the optimiser moves)."""
-    from certify.verify.batch_bounds import backsubstitute_upper_batch, best_of_slopes, optimized_slopes_bound
+    from solvers.bounds.symbolic import backsubstitute_upper, best_of_slopes, optimized_slopes_bound
 
     weights = random_weights([3, 10, 10, 10, 2], seed)
     net = sequential(weights)
     lo, hi = np.full((1, 3), -1.0), np.full((1, 3), 1.0)
-    bounder = BatchedSymbolicBounds(net, pre_slopes=3, per_box_rows=True, alpha_iterations=10)
-    pre_lo, pre_hi, live, mags = bounder.pre_bounds(lo, hi, [None])
+    nb = bound_boxes(relu_blocks(net), lo, hi, _options("alpha"))
+    pre_lo, pre_hi, (live, mags) = nb.pre_lo, nb.pre_hi, nb.relaxed
     j = 2
     n = weights[j][0].shape[0]
     C = np.vstack([np.eye(n), -np.eye(n)])
-    fixed = best_of_slopes(live, j, C, lo, hi, mags[j], backsubstitute_upper_batch(live, j, C, lo, hi, mags[j])[0])
+    fixed = best_of_slopes(live, j, C, lo, hi, mags[j], backsubstitute_upper(live, j, C, lo, hi, mags[j])[0])
     alpha = optimized_slopes_bound(live, j, C, lo, hi, mags[j], 10)
     lp = np.array([_triangle_lp_max(weights, [p[0] for p in pre_lo], [p[0] for p in pre_hi], j, c, lo[0], hi[0])
                    for c in C])
@@ -305,8 +303,10 @@ def test_fixed_phase_pre_bounds_contain_the_points_where_the_phases_hold(seed, s
     stable_active = np.flatnonzero(flat_lo > 0)
     if stable_active.size:  # the last box assumes a provably active neuron inactive: empty
         fixed[-1, stable_active[0]] = -1
-    bounder = _bounder(net, slopes)
-    pre_lo, pre_hi, _, _ = bounder.pre_bounds(lo, hi, [PreBounds(flat_lo, flat_hi)] * count, fixed=fixed)
+    per_layer = np.split(fixed, np.cumsum([len(l) for l in root.pre_lo])[:-1], axis=1)
+    bounder = bound_boxes(relu_blocks(net), lo, hi, _options(slopes), parents=NetworkBounds.stack([root] * count),
+                          fixed=per_layer)
+    pre_lo, pre_hi = bounder.pre_lo, bounder.pre_hi
     if stable_active.size:
         assert bounder.empty[-1]
     for b in range(count):

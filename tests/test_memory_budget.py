@@ -20,7 +20,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import solvers.memory as smem
+import models.memory as smem
 from models import load_onnx
 from models import memory
 from models.errors import BadInput, ModelError
@@ -111,8 +111,8 @@ def test_one_budget_for_the_importer_and_the_solvers(monkeypatch):
     # the solvers' check honours CERTIFY_MEMORY_LIMIT (it used to read MemAvailable only)
     with pytest.raises(TooLarge, match=r"an SDP, which needs about 60 MB of memory, more than the memory budget of 50 MB "
                                        r"\(CERTIFY_MEMORY_LIMIT=50M\).*use naive.*CERTIFY_MEMORY_LIMIT"):
-        smem.require(60 * MB, "an SDP, which", "use naive")
-    smem.require(1 * MB, "an SDP, which", "use naive")
+        smem.require_memory(60 * MB, "an SDP, which", "use naive")
+    smem.require_memory(1 * MB, "an SDP, which", "use naive")
     with pytest.raises(TooLarge, match=r"too large: needs 60 MB for interval bounds, but the memory budget is 50 MB "
                                        r"\(CERTIFY_MEMORY_LIMIT=50M\).*CERTIFY_MEMORY_LIMIT"):
         memory.require_work(60 * MB, "interval bounds")
@@ -120,7 +120,7 @@ def test_one_budget_for_the_importer_and_the_solvers(monkeypatch):
     monkeypatch.delenv(memory.ENV_VAR)
     monkeypatch.setattr(smem, "available_bytes", lambda: 2 * 10**9)
     with pytest.raises(TooLarge, match=r"budget of 1 GB \(half of the 2 GB of memory available\)"):
-        smem.require(1.5e9, "an SDP, which", "use naive")
+        smem.require_memory(1.5e9, "an SDP, which", "use naive")
 
 
 def test_networks_alive_count_as_held():
@@ -294,7 +294,7 @@ WIDE = [10, 8192, 10]  # a wide layer: 65,536 points x 8192 floats would be 4.3 
 
 def test_verification_attack_batch_fits_the_budget(monkeypatch):
     from certify.verify.attack import Falsifier
-    from certify.verify.runtime import OnnxReference
+    from models.onnx_reference import OnnxReference
     from certify.verify.vnnlib import parse_vnnlib
 
     net = random_relu_net(WIDE, seed=0)

@@ -12,7 +12,7 @@ from onnx import helper
 from certify.certificate import load_schema
 from certify.verify import VerificationResult, check_counterexample, format_witness, parse_vnnlib
 from certify.verify.counterexample import representable_point
-from certify.verify.runtime import OnnxReference
+from models.onnx_reference import OnnxReference
 from models import load_onnx, sequential
 from tests.onnx_builders import make_model, save
 

@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 from certify.verify import parse_vnnlib, verify
-from certify.verify.batch_bounds import BatchedSymbolicBounds
-from certify.verify.node_bounds import SymbolicRowBounds
+from certify.verify.node_bounds import BatchedSymbolicBounds, SymbolicRowBounds
 from models.zoo import random_relu_net
 from tests.vnnlib_oracle import exact_max_margin, unsafe_by_oracle
 

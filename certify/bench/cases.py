@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from solvers.choices import MILP_BACKENDS  # noqa: F401 (the suites take the back-end list from here)
+
 from ..errors import BadInput
 
 #: back-end label of methods that call no MILP solver (bound propagation, SDPs through cvxpy, ...)
 NO_BACKEND = "none"
-MILP_BACKENDS = ("gurobi", "highs", "cbc")
 
 
 @dataclass

@@ -13,7 +13,9 @@ import numpy as np
 
 from ..certificate import to_jsonable
 from ..errors import BadInput
-from ..vectors import MAX_MAGNITUDE, check_magnitude, parse_vector  # noqa: F401 (MAX_MAGNITUDE: re-exported)
+from ..boundary.domains import domain_arg  # noqa: F401 (re-exported to the commands)
+from ..boundary.model_files import load_model  # noqa: F401 (re-exported to the commands)
+from ..boundary.vectors import MAX_MAGNITUDE, check_magnitude, parse_vector  # noqa: F401 (MAX_MAGNITUDE: re-exported)
 
 
 def add_model_argument(parser: argparse.ArgumentParser) -> None:
@@ -22,46 +24,6 @@ def add_model_argument(parser: argparse.ArgumentParser) -> None:
 
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-
-
-def load_model(path: str):
-    """Load an ONNX model for the CLI (never unpickles: .pt/.pth files are refused)."""
-    from models import load_onnx
-    from models.errors import ModelError
-    from models.file_kinds import check_input_file
-
-    ext = os.path.splitext(path)[1].lower()
-    if ext in (".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".bin"):
-        raise BadInput(
-            f"{path}: the CLI loads ONNX only and never unpickles files; export the model with "
-            "torch.onnx.export, or use certify.from_torch in Python"
-        )
-    # a directory, device, FIFO or socket (/dev/zero would be read forever, a FIFO would block), or a
-    # file larger than the memory budget: one line and exit 2, before a byte is read
-    check_input_file(path, "model file", ModelError)
-    _refuse_archive(path)
-    return load_onnx(path)
-
-
-# leading bytes of compressed files that ONNX would only call "corrupt"
-_ARCHIVES = ((b"\x1f\x8b", "gzip-compressed", "gunzip -k"), (b"PK\x03\x04", "a zip archive", "unzip"),
-             (b"BZh", "bzip2-compressed", "bunzip2 -k"), (b"\xfd7zXZ\x00", "xz-compressed", "unxz -k"),
-             (b"\x28\xb5\x2f\xfd", "zstd-compressed", "unzstd"))
-
-
-def _refuse_archive(path: str) -> None:
-    """A compressed model (VNN-COMP ships .onnx.gz) gets a hint to decompress it, not a parse error."""
-    try:  # without blocking (a FIFO swapped in after the check), and only a regular file
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return  # the loader refuses it with its message
-            head = fh.read(8)
-    except OSError:
-        return  # missing or unreadable: the loader's message names the problem
-    for magic, what, tool in _ARCHIVES:
-        if head.startswith(magic):
-            raise BadInput(f"{path} is {what}, not an ONNX file; decompress it first ({tool} {path})")
 
 
 # options whose vector has one entry per model output (their length is not the input dimension)
@@ -83,16 +45,6 @@ def vector_arg(spec: str, name: str, length: int | None = None, length_of: str |
 def magnitude_arg(value, name: str):
     """`value` (a number or an array; None passes) when no entry exceeds MAX_MAGNITUDE in magnitude."""
     return check_magnitude(value, name)
-
-
-def domain_arg(spec: str | None) -> tuple[float, float] | None:
-    """`--domain LO,HI` as (lo, hi) with LO < HI, or None when absent."""
-    if spec is None:
-        return None
-    bounds = magnitude_arg(parse_vector(spec, name="--domain"), "--domain")
-    if bounds.size != 2 or not bounds[0] < bounds[1]:
-        raise BadInput(f"--domain takes two numbers LO,HI with LO < HI, got {spec!r}")
-    return float(bounds[0]), float(bounds[1])
 
 
 def count_arg(value: int | None, name: str, low: int = 1, high: int | None = None, hint: str = "") -> int | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from solvers.choices import BACKEND_CHOICES
+
 from .common import (add_json_flag, add_model_argument, console, domain_arg, emit, fmt, line, load_model, magnitude_arg,
                      seed_arg, threads_arg, vector_arg)
 
@@ -21,7 +23,7 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step-time-limit", type=float, default=DEFAULT_STEP_TIME_LIMIT, metavar="S",
                    help=f"time limit of one bisection step (default {DEFAULT_STEP_TIME_LIMIT:g}); an undecided step "
                         "counts as a violation")
-    p.add_argument("--backend", default="auto", choices=("auto", "gurobi", "highs", "cbc"), help="MILP solver")
+    p.add_argument("--backend", default="auto", choices=BACKEND_CHOICES, help="MILP solver")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -63,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _ptr(args: argparse.Namespace) -> int:
     from ..ptr import ptr
-    from ..vectors import parse_positive
+    from ..boundary.vectors import parse_positive
 
     net = load_model(args.model)
     point = vector_arg(args.point, "--point", net.input_dim)

@@ -53,11 +53,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from ..points import read_points
+    from ..boundary.points import read_points
     from ..report import sensitivity_report
     from ..ptr.defaults import MAX_CURVE
     from ..runs import file_sha256
-    from ..vectors import parse_positive
+    from ..boundary.vectors import parse_positive
 
     net = load_model(args.model)
     data = read_points(args.data, net.input_dim)

@@ -6,6 +6,8 @@ import argparse
 import os
 import sys
 
+from solvers.choices import BACKEND_CHOICES, BOUND_METHODS
+
 from ..errors import BadInput
 from ..robustness import options as O
 from ..schema import RADIUS_BATCH
@@ -70,30 +72,21 @@ def _common(p: argparse.ArgumentParser, domain_default: str | None = None) -> No
     p.add_argument("--target-class", metavar="K", help="the class to reach (default: any other class)")
     p.add_argument("--exact", action=argparse.BooleanOptionalAction, default=True,
                    help="run the MILP (default); --no-exact: the fast certified bound and the attack only")
-    p.add_argument("--backend", default="auto", choices=("auto", "gurobi", "highs", "cbc"),
+    p.add_argument("--backend", default="auto", choices=BACKEND_CHOICES,
                    help="MILP solver (auto: Gurobi when licensed and the model fits, else HiGHS)")
     p.add_argument("--time-limit", type=float, metavar="S",
                    help="wall-clock seconds for the whole command, model loading included (with --points: per point)")
     p.add_argument("--mip-gap", type=float, default=O.DEFAULT_MIP_GAP, metavar="G", help="relative MIP gap")
-    p.add_argument("--bounds", default=O.DEFAULT_BOUNDS, choices=("interval", "symbolic", "lp"),
+    p.add_argument("--bounds", default=O.DEFAULT_BOUNDS, choices=BOUND_METHODS,
                    help=f"pre-activation bounds of the MILP (default {O.DEFAULT_BOUNDS})")
     p.add_argument("--threads", type=int, default=O.DEFAULT_THREADS, metavar="K", help="solver threads")
     p.add_argument("--seed", type=int, default=0, help="seed of the attack (default 0)")
 
 
-def _features(spec: str | None, n: int) -> list[int] | None:
-    if spec is None:
-        return None
-    values = vector_arg(spec, "--features", length_of="inputs")
-    if any(not float(v).is_integer() for v in values):
-        raise BadInput(f"--features takes integer input indices, got {spec!r}")
-    return [int(v) for v in values]
-
-
 def _options(args: argparse.Namespace, net) -> dict:
-    from ..robustness.question import class_index
+    from ..boundary.indices import class_index, features_arg
 
-    out = dict(domain=domain_arg(args.domain), features=_features(args.features, net.input_dim),
+    out = dict(domain=domain_arg(args.domain), features=features_arg(args.features),
                target_class=None if args.target_class is None else class_index(_number(args.target_class),
                                                                                net.output_dim),
                exact=args.exact, backend=args.backend, time_limit=args.time_limit, mip_gap=args.mip_gap,

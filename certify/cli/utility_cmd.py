@@ -8,6 +8,10 @@ import argparse
 
 import numpy as np
 
+from models.file_kinds import PICKLE_EXTENSIONS
+
+from ..boundary.indices import features_arg
+from ..boundary.model_files import CLASSIFIER_SUFFIXES, load_classifier
 from ..errors import BadInput
 from ..schema import UTILITY
 from .common import add_json_flag, console, domain_arg, emit, fmt, vector_arg
@@ -80,35 +84,6 @@ def _intervals(spec: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     return np.array(lo), np.array(hi)
 
 
-def _features(spec: str | None) -> list[int] | None:
-    if spec is None:
-        return None
-    try:
-        return [int(s) for s in spec.split(",")]
-    except ValueError:
-        raise BadInput(f"--features takes comma-separated integer indices, got {spec!r}") from None
-
-
-_MODEL_SUFFIXES = (".onnx", ".skops")
-
-
-def _load_model(path: str):
-    """A certify Network (ONNX) or a scikit-learn model (skops; pickle refused with a hint)."""
-    import os
-
-    from ..ldp.sklearn_io import PICKLE_EXTENSIONS, load_sklearn
-
-    ext = os.path.splitext(path)[1].lower()
-    if ext == ".onnx":
-        from models.onnx_import import load_onnx
-
-        return load_onnx(path)
-    if ext == ".skops" or ext in PICKLE_EXTENSIONS:
-        return load_sklearn(path)
-    raise BadInput(f"{path}: unknown model type {ext or '(no suffix)'}; give an .onnx network or a scikit-learn "
-                   f"model saved with skops (.skops), or a mechanism: {', '.join(_MECHANISMS)}")
-
-
 def _model_box(args: argparse.Namespace, point: np.ndarray, features, domain):
     """The certified robustness box of MODEL at the point (certify.ldp.robustness_box)."""
     from ..ldp import robustness_box
@@ -117,7 +92,7 @@ def _model_box(args: argparse.Namespace, point: np.ndarray, features, domain):
         raise BadInput("with a MODEL certify computes the box itself: drop --box (or give a MECHANISM instead)")
     if args.model_mechanism is None:
         raise BadInput(f"with a MODEL, name the mechanism with --mechanism ({', '.join(_MECHANISMS[:-1])})")
-    model = _load_model(args.mechanism)
+    model = load_classifier(args.mechanism, f", or a mechanism: {', '.join(_MECHANISMS)}")
     kw = {} if args.time_limit is None else {"time_limit": args.time_limit}
     from models.ir import Network
 
@@ -136,12 +111,10 @@ def _utility(args: argparse.Namespace) -> int:
 
     point = vector_arg(args.point, "--point")
     domain = domain_arg(args.domain) or (0.0, 1.0)
-    features = _features(args.features)
+    features = features_arg(args.features)
     given = args.mechanism.strip()
     box_cert = None
-    from ..ldp.sklearn_io import PICKLE_EXTENSIONS
-
-    if given.lower() not in _MECHANISMS and given.lower().endswith(_MODEL_SUFFIXES + PICKLE_EXTENSIONS):
+    if given.lower() not in _MECHANISMS and given.lower().endswith(CLASSIFIER_SUFFIXES + PICKLE_EXTENSIONS):
         box_cert = _model_box(args, point, features, domain)
         given = args.model_mechanism
     elif args.model_mechanism is not None:
@@ -149,7 +122,7 @@ def _utility(args: argparse.Namespace) -> int:
     name = given.strip().lower()
     if name not in _MECHANISMS:
         raise BadInput(f"unknown mechanism {given!r}; choose one of {', '.join(_MECHANISMS)} (or give a model file "
-                       f"{'/'.join(_MODEL_SUFFIXES)})")
+                       f"{'/'.join(CLASSIFIER_SUFFIXES)})")
     if box_cert is None:
         if args.box is None:
             raise BadInput("give the robustness box with --box LO:HI,... (or a MODEL file to certify it)")

@@ -23,7 +23,8 @@ import numpy as np
 
 from ..errors import BadInput
 from ..privacy.audit import clopper_pearson
-from .mechanisms import LDPMechanism, sampler_label
+from ..privacy.sampling import NumpySampler, make_sampler, sampler_label
+from .mechanisms import LDPMechanism
 from .utility import _Problem
 
 
@@ -71,26 +72,26 @@ class EmpiricalUtility:
                 "rho_box": self.rho_box, "omega": self.omega, "tau": self.tau, "statement": self.statement}
 
 
-def _perturb(mechs: Sequence[LDPMechanism], features: np.ndarray, x: np.ndarray, n: int, rng: Any,
+def _perturb(mechs: Sequence[LDPMechanism], features: np.ndarray, x: np.ndarray, n: int, sampler: Any,
              indicator: float | None) -> np.ndarray:
-    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
-        rng = np.random.default_rng(int(rng))  # one stream for all features (a seed per call would repeat it)
+    sampler = make_sampler(sampler)  # one stream for all features (a seed per call would repeat it)
     recs = np.repeat(x[None, :].astype(np.float64), n, axis=0)
     for m, f in zip(mechs, features):
-        recs[:, f] = m.sample(float(x[f]), n, rng=rng)
+        recs[:, f] = m.sample(float(x[f]), n, sampler=sampler)
     if indicator:
-        gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng()
+        gen = sampler.rng if isinstance(sampler, NumpySampler) else np.random.default_rng()
         recs[gen.random(n) < indicator] = x
     return recs
 
 
 def empirical_rho(mechanism: Any, classifier: Any, box: Any, *, point: Any = None, features: Any = None,
-                  epsilon: float | None = None, n: int = 2000, rng: Any = 0, confidence: float = 0.99,
+                  epsilon: float | None = None, n: int = 2000, sampler: Any = 0, confidence: float = 0.99,
                   omega: Any = None, tau: Any = None, indicator: Any = None) -> EmpiricalUtility:
     """rho_hat at one epsilon (default: the mechanism's) next to the theoretical rho for `box`.
 
-    `rng`: an int seed or numpy Generator (fast numpy sampling, the default seed 0), or None /
-    a random.Random for the exact sampler (slow: ~ms per value).
+    `sampler` (`certify.privacy.sampling.make_sampler`): an int seed or numpy Generator (fast numpy
+    sampling, NOT secure; the default seed 0), or None / "secure" / a random.Random for the exact
+    sampler (slow: ~ms per value).
     """
     if not 0 < confidence < 1:
         raise BadInput("confidence must be in (0, 1)")
@@ -102,9 +103,10 @@ def empirical_rho(mechanism: Any, classifier: Any, box: Any, *, point: Any = Non
     predict = as_classifier(classifier)
     x = prob.box.point
     label = np.asarray(predict(x[None, :])).reshape(-1)[0]
-    label_sampler = sampler_label(rng)
+    sampler = make_sampler(sampler)
+    label_sampler = sampler_label(sampler)
     t0 = time.perf_counter()
-    recs = _perturb(mechs, prob.features, x, n, rng, prob.indicator)
+    recs = _perturb(mechs, prob.features, x, n, sampler, prob.indicator)
     kept = int(np.sum(np.asarray(predict(recs)).reshape(-1) == label))
     seconds = time.perf_counter() - t0
     t1 = time.perf_counter()

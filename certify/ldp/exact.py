@@ -16,7 +16,7 @@ precision; the margin is 2^16 ulps); when U's known bits cannot decide, more bit
 grows. U equals a CDF value with probability 0, so the loop ends almost surely (typically at once).
 
 Cost: about 64 CDF evaluations per continuous draw (1-5 ms in pure Python), a few per discrete
-draw. Use the seeded numpy path (`rng=<int seed>`) for experiments and Monte-Carlo checks.
+draw. Use the seeded numpy path (`sampler=<int seed>`) for experiments and Monte-Carlo checks.
 """
 
 from __future__ import annotations

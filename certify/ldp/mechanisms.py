@@ -25,11 +25,13 @@ discrete mechanisms at a or b are included), from closed forms evaluated stably 
 (absolute error ~1e-15); `cdf(t, x) = mass(-inf, t, x)`. Every kernel is vectorised over
 epsilon, x, a and b (numpy broadcasting), which is what `certify.ldp.utility` builds on.
 
-Sampling: `sample(x, size, rng=None)`. Default (rng None or "secure"): the exact sampler of
-`certify.ldp.exact` with the OS CSPRNG (the exact output correctly rounded to float64: no
-floating-point leak). `rng=random.Random(seed)`: the same exact sampler, reproducible, NOT
-cryptographic. `rng=<int seed>` / numpy Generator / "numpy": fast float sampling with numpy,
-reproducible, not hardened (for experiments and Monte-Carlo checks).
+Sampling: `sample(x, size, sampler=None)`, with the `sampler=` values of every mechanism of certify
+(`certify.privacy.sampling.make_sampler`). Default (None or "secure", a `SecureSampler`): the exact
+sampler of `certify.ldp.exact` with the OS CSPRNG (the exact output correctly rounded to float64:
+no floating-point leak). `sampler=random.Random(seed)` (or `SecureSampler(random.Random(seed))`):
+the same exact sampler, reproducible, NOT secure. `sampler=<int seed>` / numpy Generator / "numpy"
+(a `NumpySampler`): fast float sampling with numpy, reproducible, NOT secure (for experiments
+and Monte-Carlo checks).
 
 Densities (for boxes found by sampling, `certify.ldp.utility`): `max_density(a, b, x)` is the sup
 over [a, b] of the density of M(x) per unit of the feature, rounded up, and inf when M(x) has an
@@ -45,7 +47,6 @@ Gaussian, the exact delta of the calibrated sigma (analytic) or the exact tail o
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, ClassVar
@@ -54,10 +55,12 @@ import mpmath
 import numpy as np
 from scipy.special import expit, ndtr
 
+from ..boundary.domains import check_domain
 from ..errors import BadInput
 from ..privacy.gaussian import analytic_sigma, gaussian_delta, pac_sigma
 from ..privacy.guarantee import Guarantee
 from ..privacy.params import check_delta, check_epsilon
+from ..privacy.sampling import NumpySampler, SecureSampler, make_sampler
 from . import exact
 
 #: the largest epsilon the mechanisms accept (e^eps overflows float64 near 709; no privacy is left)
@@ -84,18 +87,6 @@ def _eps_array(value: Any) -> np.ndarray:
     if np.any(bad):
         raise BadInput(f"every epsilon must be in (0, {EPS_MAX:g}], got {arr[bad].reshape(-1)[0]!r}")
     return arr
-
-
-def check_domain(domain: Any) -> tuple[float, float]:
-    try:
-        lo, hi = (float(v) for v in domain)
-    except (TypeError, ValueError):
-        raise BadInput(f"domain must be a pair (lo, hi) of numbers, got {domain!r}") from None
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise BadInput(f"domain must be finite with lo < hi, got ({lo:g}, {hi:g})")
-    if not math.isfinite(hi - lo):
-        raise BadInput("domain is too wide for float64")
-    return lo, hi
 
 
 def _sym_mass(z1, z2, tail):
@@ -133,27 +124,17 @@ class LDPCheck:
                 "holds": self.holds, "method": self.method}
 
 
-def _sampler_kind(rng: Any) -> tuple[str, Any]:
-    """("exact", source) or ("numpy", Generator) for the `rng` argument of `sample`."""
-    if rng is None or (isinstance(rng, str) and rng.lower() == "secure"):
-        return "exact", exact.default_source()
-    if isinstance(rng, str) and rng.lower() == "numpy":
-        return "numpy", np.random.default_rng()
-    if isinstance(rng, random.Random):
-        return "exact", rng
-    if isinstance(rng, np.random.Generator):
-        return "numpy", rng
-    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
-        return "numpy", np.random.default_rng(int(rng))
-    raise BadInput("rng must be None or 'secure' (exact, CSPRNG), a random.Random (exact, seeded, not "
-                   f"cryptographic), an int seed, a numpy Generator or 'numpy' (fast, not hardened); got {type(rng).__name__}")
-
-
-def sampler_label(rng: Any) -> str:
-    kind, src = _sampler_kind(rng)
-    if kind == "numpy":
-        return "numpy (seeded float sampling, not hardened)"
-    return "exact (OS CSPRNG)" if isinstance(src, random.SystemRandom) else "exact (seeded, NOT cryptographic)"
+def _draws(sampler: Any) -> tuple[str, Any]:
+    """("exact", random source) or ("numpy", Generator) for the `sampler` argument of `sample`
+    (`certify.privacy.sampling.make_sampler`: the same values as every mechanism of certify)."""
+    s = make_sampler(sampler)
+    if isinstance(s, SecureSampler):
+        return "exact", s.source
+    if isinstance(s, NumpySampler):
+        return "numpy", s.rng
+    raise BadInput("an LDP mechanism draws from the secure sampler (exact) or a seeded numpy generator; give "
+                   "sampler=None/'secure', a random.Random (exact, seeded, NOT secure), an int seed, a numpy "
+                   f"Generator or 'numpy', got {type(sampler).__name__}")
 
 
 class LDPMechanism:
@@ -295,13 +276,13 @@ class LDPMechanism:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ sampling
-    def sample(self, x: float, size: int | None = None, rng: Any = None) -> np.ndarray | float:
-        """Perturbed values of x (see the module docstring for `rng`)."""
+    def sample(self, x: float, size: int | None = None, sampler: Any = None) -> np.ndarray | float:
+        """Perturbed values of x (see the module docstring for `sampler`)."""
         x = float(self._check_x(float(x)))
         n = 1 if size is None else int(size)
         if n < 0:
             raise BadInput("size must be >= 0")
-        kind, src = _sampler_kind(rng)
+        kind, src = _draws(sampler)
         if kind == "numpy":
             out = np.asarray(self._sample_numpy(x, n, src), dtype=np.float64)
         else:
@@ -435,7 +416,7 @@ class _NoiseAdding(LDPMechanism):
         return self._logpdf01(t - x01)
 
 
-class Laplace(_NoiseAdding):
+class LaplaceLDP(_NoiseAdding):
     """x + Lap(width / eps): eps-LDP (clipped or not)."""
 
     name = "laplace"
@@ -471,7 +452,7 @@ def _gaussian_sigma01(epsilon: float, delta: float, calibration: str) -> float:
 GAUSSIAN_CALIBRATIONS = ("analytic", "pac")
 
 
-class Gaussian(_NoiseAdding):
+class GaussianLDP(_NoiseAdding):
     """x + N(0, sigma^2) with sigma for the l2 sensitivity `width` and (eps, delta).
 
     `calibration="analytic"` (default): the smallest sigma meeting (eps, delta)-DP exactly
@@ -956,7 +937,7 @@ class PrivacyIndicator(LDPMechanism):
 
 # ====================================================================== factory
 _CLASSES: dict[str, type[LDPMechanism]] = {
-    "laplace": Laplace, "gaussian": Gaussian, "pm": PiecewiseMechanism, "sw": SquareWave,
+    "laplace": LaplaceLDP, "gaussian": GaussianLDP, "pm": PiecewiseMechanism, "sw": SquareWave,
     "exponential": Exponential, "krr": KRR,
 }
 

@@ -7,7 +7,7 @@ feature i is released through an LDP mechanism M, the class is kept with probabi
 
 (the features that are not perturbed stay at x_i, inside [a_i, b_i]). Refinements:
 
-- box found by sampling (`ProbabilisticBox`, or omega/tau given): with confidence 1 - omega over
+- box found by sampling (`probabilistic_box`, or omega/tau given): with confidence 1 - omega over
   that sampling, the set B of the box where the class changes has uniform measure <= tau. Then
 
       P(class kept) >= max(0, C - tau * prod_i (b_i - a_i) * prod_i pmax_i) + prod_i P(M(x_i) = x_i)
@@ -41,6 +41,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..boundary.indices import parse_features
 from ..errors import BadInput
 from ..privacy.accounting import compose, compose_pac
 from ..privacy.guarantee import Guarantee
@@ -154,23 +155,6 @@ def _mechanisms_for(mechanism: Any, features: np.ndarray) -> list[LDPMechanism]:
     return mechs
 
 
-def _features(features: Any, dim: int) -> np.ndarray:
-    if features is None:
-        return np.arange(dim)
-    f = np.atleast_1d(np.asarray(features))
-    if f.size == 0:
-        raise BadInput("no perturbed features given")
-    if not np.issubdtype(f.dtype, np.integer):
-        if not np.all(np.equal(np.mod(f, 1), 0)):
-            raise BadInput(f"feature indices must be integers, got {features!r}")
-        f = f.astype(np.int64)
-    if np.any(f < 0) or np.any(f >= dim):
-        raise BadInput(f"feature index out of range for {dim} features: {features!r}")
-    if np.unique(f).size != f.size:
-        raise BadInput(f"feature indices repeat: {features!r}")
-    return f
-
-
 def _check_in_domain(mech: LDPMechanism, a: np.ndarray, b: np.ndarray, feature: Any) -> None:
     if np.any(a < mech.lo) or np.any(b > mech.hi):
         raise BadInput(f"the box of feature {feature} leaves the mechanism's domain [{mech.lo:g}, {mech.hi:g}]; "
@@ -280,7 +264,7 @@ class _Problem:
         self.box = read_box(box, point, omega=omega, tau=tau)
         if features is None and getattr(box, "features", None):
             features = box.features  # a certificate's own features (e.g. those its hyperrectangle moves)
-        self.features = _features(features, self.box.lo.size)
+        self.features = parse_features(features, self.box.lo.size)
         self.mechs = _mechanisms_for(mechanism, self.features)
         self.indicator = None
         if indicator is not None and float(indicator) != 0:
@@ -432,7 +416,7 @@ def rho_batch(mechanism: LDPMechanism, epsilon: Any, points: Any, lows: Any, hig
     hi = np.atleast_2d(np.asarray(highs, dtype=np.float64))
     if not (x.shape == lo.shape == hi.shape):
         raise BadInput(f"points, lows and highs must have the same shape, got {x.shape}, {lo.shape}, {hi.shape}")
-    f = _features(features, x.shape[1])
+    f = parse_features(features, x.shape[1])
     xs, a, b = x[:, f], lo[:, f], hi[:, f]
     if not (np.all(np.isfinite(xs)) and np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
         raise BadInput("points and boxes must be finite")

@@ -9,12 +9,10 @@ the question's budget and turns its result into the certificate.
 
 from __future__ import annotations
 
-import numpy as np
-
 from solvers.bab import BabProgress
 from solvers.bounds.jacobian import clarke_norm_bound
 from solvers.bounds.types import NetworkBounds, relu_blocks
-from solvers.phases import ACTIVE, INACTIVE
+from solvers.bounds.jacobian_interval import phase_slopes
 from solvers.runtime import Budget, Progress, interrupted, past
 
 from .bab import lipschitz_bab
@@ -27,11 +25,8 @@ def fast_upper(net, nb: NetworkBounds, question: NormQuestion) -> tuple[float, s
     """(bound, what gave it): the smaller of the Clarke-Jacobian and global product bounds (the
     Clarke bound alone once Ctrl-C or the deadline stopped the run: the product costs a second on
     784-512-512 layers)."""
-    phases = nb.phases()
     weights = [b.weight for b in relu_blocks(net)]
-    jac = clarke_norm_bound(weights, [np.where(ph == ACTIVE, 1.0, 0.0) for ph in phases],
-                            [np.where(ph == INACTIVE, 0.0, 1.0) for ph in phases], question.p, question.q,
-                            question.target)
+    jac = clarke_norm_bound(weights, *phase_slopes(nb.phases()), question.p, question.q, question.target)
     if question.target is None and not past():
         from .norm_product import naive_bound
 

@@ -3,7 +3,7 @@
 Each node is a sub-box of the question's box with some ReLU phases fixed. Its bound comes from the
 Clarke Jacobian of the node: sound pre-activation bounds recomputed on the node (interval ->
 symbolic, the fixed phases imposed, the parent's bounds intersected: `solvers.bounds`; with input
-splits the lower slopes of the relaxations optimised per row, `certify.verify.alpha_slopes`) give each
+splits the lower slopes of the relaxations optimised per row, `solvers.bounds.alpha`) give each
 neuron a slope interval, and `clarke_norm_bound` bounds ||J||_{p->q} over every Jacobian with
 those slopes (output functionals enumerated, interval arithmetic through the switches, then linear
 bounds of the Jacobian passes on nodes whose interval bound is above the lower bound:
@@ -21,7 +21,6 @@ others branch on the unstable neuron whose slope uncertainty weighs most on the 
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
 from dataclasses import dataclass, replace
@@ -31,10 +30,11 @@ import numpy as np
 from models.box import Box
 from models.ir import Network
 from solvers.bab import BabProgress, NodeBound, branch_and_bound
-from solvers.bounds import network_bounds
+from solvers.bounds import BoundOptions, bound_boxes, network_bounds
 from solvers.bounds.jacobian import clarke_norm_bound, clarke_norm_bound_batch
+from solvers.bounds.jacobian_interval import phase_slopes, slope_patterns
 from solvers.bounds.types import NetworkBounds, relu_blocks
-from solvers.phases import ACTIVE, INACTIVE, UNSTABLE, phases
+from solvers.phases import ACTIVE, INACTIVE, UNSTABLE
 from solvers.regions import has_no_interior, interior_point
 from solvers.runtime import Budget
 
@@ -51,9 +51,9 @@ MILP_TOP_UNSTABLE = 8    # batched: a node about to be branched with at most thi
 MILP_FINISH_SECONDS = 1.0  # per finished node (its proven bound counts even when cut short)
 BATCH = 32               # best open nodes branched together; their input-split children are bounded
                          # in one vectorised call (pre-activations and Jacobian bounds over the batch)
-PRE_SLOPES = 3           # batched pre-activation rows: CROWN's, parallel and flipped lower slopes
+PRE_SLOPES = "best-of-three"  # batched pre-activation rows: CROWN's, parallel and flipped lower slopes
 ALPHA_STEPS = 10         # ... then, with input splits, lower slopes optimised per row by this many
-                         # steps (`alpha_slopes`): on small boxes of deep nets the deep layers' bounds
+                         # steps (`solvers.bounds.alpha`): on small boxes of deep nets the deep layers' bounds
                          # decide the Jacobian bound (5-60x tighter on ACAS Xu sub-boxes)
 PROBES = 4               # points per batched node (centre + random) ranked for witness replay
 REPLAYS = 2              # ... of which the best this many per batch are replayed
@@ -105,12 +105,10 @@ class LipschitzBab:
         self.weights = [b.weight for b in self.blocks]
         self.split_inputs = int(np.sum(box.free)) <= INPUT_SPLIT_DIM
         self.node_lp = node_lp
-        self.batched = None  # vectorised bounds of the nodes below the root (not with node LPs)
+        self.batched = None  # options of the vectorised bounds of the nodes below the root (not with node LPs)
         if not node_lp:
-            from certify.verify.batch_bounds import BatchedSymbolicBounds
-
-            self.batched = BatchedSymbolicBounds(net, pre_slopes=PRE_SLOPES, per_box_rows=True,
-                                                 alpha_iterations=ALPHA_STEPS if self.split_inputs else 0)
+            self.batched = BoundOptions(lower_slopes=PRE_SLOPES if not self.split_inputs else "alpha",
+                                        alpha_steps=ALPHA_STEPS, rows="per-box", symbolic_output=False)
         self.strong = STRONG_INPUTS and self.batched is not None and self.split_inputs
         # pseudo-costs: relative bound decrease of the halves, summed per split input, and counts
         self.input_gain, self.input_splits = np.zeros(len(box.lo)), np.zeros(len(box.lo))
@@ -127,8 +125,7 @@ class LipschitzBab:
         if nb is None:  # the fixed phases cannot hold together on this box
             return NodeBound(-math.inf, leaf=True)
         phases = nb.phases()
-        s_lo = [np.where(ph == ACTIVE, 1.0, 0.0) for ph in phases]
-        s_hi = [np.where(ph == INACTIVE, 0.0, 1.0) for ph in phases]
+        s_lo, s_hi = phase_slopes(phases)
         upper = clarke_norm_bound(self.weights, s_lo, s_hi, self.q.p, self.q.q, self.q.target,
                                   deadline=self._deadline())
         unstable = int(sum(np.sum(ph == UNSTABLE) for ph in phases))
@@ -170,33 +167,24 @@ class LipschitzBab:
 
     def _bound_boxes(self, nodes: list[_Node]) -> list[NodeBound]:
         """Node bounds of sub-boxes, vectorised: symbolic pre-activation bounds over the batch
-        (each node's parent bounds intersected: `certify.verify.batch_bounds`, the same rounding
-        policy as `solvers.bounds`), the batched Clarke-Jacobian bound, and witnesses: the Jacobian
+        (each node's parent bounds intersected, its fixed phases imposed: `solvers.bounds.bound_boxes`),
+        the batched Clarke-Jacobian bound, and witnesses: the Jacobian
         norms at each node's centre and a few random points are estimated together and the best
         replayed (`_replay`: certified differentiable points, the only lower bounds kept)."""
-        from certify.verify.batch_bounds import PreBounds, interval_batch
-
         from .replay import norm_estimates
 
         lo, hi = np.stack([n.lo for n in nodes]), np.stack([n.hi for n in nodes])
-        parents = [PreBounds(np.concatenate(n.prior.pre_lo), np.concatenate(n.prior.pre_hi)) for n in nodes]
         fixed = None
         if any(n.fixed is not None for n in nodes):
-            width = sum(b.out_dim for b in self.blocks[:-1])
-            fixed = np.stack([np.zeros(width, dtype=np.int8) if n.fixed is None else np.concatenate(n.fixed)
-                              for n in nodes])
-        pre_lo, pre_hi, _, _ = self.batched.pre_bounds(lo, hi, parents, fixed=fixed)
-        empty = self.batched.empty.copy()
-        last = self.blocks[-1]
-        out_lo, out_hi = interval_batch(last.weight, last.bias, np.maximum(pre_lo[-1], 0.0), np.maximum(pre_hi[-1], 0.0))
-        out_lo = np.maximum(out_lo, np.stack([n.prior.out_lo for n in nodes]))
-        out_hi = np.minimum(out_hi, np.stack([n.prior.out_hi for n in nodes]))
-        ph = [phases(l, u) for l, u in zip(pre_lo, pre_hi)]
+            fixed = [np.stack([np.zeros(b.out_dim, dtype=np.int8) if n.fixed is None else n.fixed[j] for n in nodes])
+                     for j, b in enumerate(self.blocks[:-1])]
+        batch = bound_boxes(self.blocks, lo, hi, self.batched, parents=NetworkBounds.stack([n.prior for n in nodes]),
+                            fixed=fixed)
+        empty, ph = batch.empty, batch.phases()
         unstable = sum((p == UNSTABLE).sum(axis=1) for p in ph)
         # linear Jacobian bounds on every box whose interval bound is above the lower bound (even
         # wide boxes: their 4-10x tighter bounds order the search better than they cost)
-        upper = clarke_norm_bound_batch(self.weights, [np.where(p == ACTIVE, 1.0, 0.0) for p in ph],
-                                        [np.where(p == INACTIVE, 0.0, 1.0) for p in ph], self.q.p, self.q.q,
+        upper = clarke_norm_bound_batch(self.weights, *phase_slopes(ph), self.q.p, self.q.q,
                                         self.q.target, linear_above=self.search.lower, deadline=self._deadline())
         # witnesses: the probes' estimated norms pick the points to replay
         probes = np.concatenate([0.5 * (lo + hi)[:, None, :],
@@ -216,8 +204,7 @@ class LipschitzBab:
             if empty[b]:  # the node's fixed phases cannot hold together on its box
                 result.append(NodeBound(-math.inf, leaf=True))
                 continue
-            nb = NetworkBounds(lo[b], hi[b], [l[b] for l in pre_lo], [u[b] for u in pre_hi], out_lo[b], out_hi[b],
-                               "symbolic")
+            nb = batch.box(b)
             if unstable[b] == 0 and n.fixed is not None and lower[b] < upper[b] * (1 - 1e-9):
                 result.append(self._exact_leaf(n, nb, float(upper[b]), float(lower[b])))
                 continue
@@ -254,14 +241,10 @@ class LipschitzBab:
         norm is attained), or a float Farkas proof shows the region empty in the box (the pattern
         is dropped). The node's bound is the largest norm not dropped; it is a leaf when every
         pattern above the lower bound is resolved (splitting such nodes only cycles through ties)."""
-        phases = nb.phases()
-        base = [(ph == ACTIVE).astype(np.float64) for ph in phases]
-        free = [(j, i) for j, ph in enumerate(phases) for i in np.flatnonzero(ph == UNSTABLE)]
+        patterns = slope_patterns(nb.phases())
         bound, open_left = -math.inf, False
-        for bits in itertools.product((0.0, 1.0), repeat=len(free)):
-            pattern = [b.copy() for b in base]
-            for (j, i), v in zip(free, bits):
-                pattern[j][i] = v
+        for k in range(patterns[0].shape[0]):
+            pattern = [s[k] for s in patterns]
             value = clarke_norm_bound(self.weights, pattern, pattern, self.q.p, self.q.q, self.q.target)
             if value > self.search.lower * (1 + 1e-9):
                 inside = interior_point(self.net, pattern, node.lo, node.hi)

@@ -31,7 +31,7 @@ from models.box import Box, parse_domain
 from models.errors import BadInput
 from models.ir import Network
 from solvers.blas import single_threaded_blas
-from solvers.memory import TooLarge
+from models.memory import TooLarge
 from solvers.norms import parse_norm
 from solvers.rounding import add_up, mul_up
 

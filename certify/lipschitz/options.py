@@ -7,12 +7,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.errors import BadInput
-from solvers.choices import BACKEND_CHOICES, BOUND_METHODS, FORMULATIONS, PASS_BOUNDS
+from solvers.choices import BACKEND_CHOICES, BOUND_METHODS, FORMULATIONS, NORMS, PASS_BOUNDS
 from solvers.norms import parse_norm
 
-from ..vectors import parse_positive, parse_vector
+from ..boundary.vectors import parse_positive, parse_vector
 
-NORMS: tuple[str, ...] = ("l1", "l2", "linf")
 L2_METHODS: tuple[str, ...] = ("auto", "miqp", "equivalence")
 # auto: the exact MILP when the bounds leave at most AUTO_MILP_UNSTABLE unstable ReLUs (or when a
 # MILP back-end is named), else the Jacobian branch-and-bound; bounds: the Jacobian bound alone

@@ -17,6 +17,11 @@ continuous analytic calibration (about 8% at epsilon = 1, delta = 1e-5).
 
 `NumpySampler(seed)` adds float noise from `numpy.random.Generator`: reproducible and fast, for
 experiments and benchmarks, not hardened against floating-point attacks.
+
+`make_sampler` reads the one `sampler=` argument of every mechanism of certify, central and LDP
+alike. The LDP mechanisms (`certify.ldp`) draw from the same objects: a `SecureSampler` gives its
+random source to their exact sampler (`certify.ldp.exact`: the exact output correctly rounded),
+a `NumpySampler` its Generator.
 """
 
 from __future__ import annotations
@@ -125,16 +130,21 @@ def sampler_label(sampler: Any) -> str:
     """How a sampler is described in results: "secure" only for exact noise from the OS CSPRNG."""
     if isinstance(sampler, SecureSampler):
         return "secure" if sampler.cryptographic else \
-            f"exact discrete noise from a seeded {type(sampler.source).__name__} (NOT secure, for tests)"
+            f"exact noise from a seeded {type(sampler.source).__name__} (NOT secure, for tests)"
     if isinstance(sampler, NumpySampler):
         return "numpy (float noise, NOT secure: for experiments)"
     return f"{getattr(sampler, 'name', type(sampler).__name__)} (user sampler, not checked by certify)"
 
 
 def make_sampler(spec: Any = None) -> Sampler:
-    """"secure" (default) | "numpy" | an int seed or numpy Generator (numpy) | a sampler object."""
+    """The one `sampler=` argument of every mechanism (central, PTR, LDP): "secure" or None (default,
+    `SecureSampler` on the OS CSPRNG) | a `random.Random` (the same exact sampler, seeded: NOT secure)
+    | "numpy", an int seed or a numpy Generator (`NumpySampler`: float noise, NOT secure) | a sampler
+    object."""
     if spec is None or (isinstance(spec, str) and spec.lower() == "secure"):
         return SecureSampler()
+    if isinstance(spec, random.Random):
+        return SecureSampler(spec)
     if isinstance(spec, str):
         if spec.lower() == "numpy":
             return NumpySampler()
@@ -143,4 +153,5 @@ def make_sampler(spec: Any = None) -> Sampler:
         return NumpySampler(spec if isinstance(spec, np.random.Generator) else int(spec))
     if hasattr(spec, "perturb") and hasattr(spec, "sensitivity_slack"):
         return spec
-    raise BadInput(f"sampler must be 'secure', 'numpy', a seed, a numpy Generator or a sampler object, got {type(spec).__name__}")
+    raise BadInput(f"sampler must be 'secure', 'numpy', a seed, a numpy Generator, a random.Random or a sampler object, "
+                   f"got {type(spec).__name__}")

@@ -20,9 +20,9 @@ import numpy as np
 from models.ir import Network
 from solvers.bounds import network_bounds
 from solvers.bounds.jacobian import clarke_norm_bound
+from solvers.bounds.jacobian_interval import interval_jacobian, phase_slopes
 from solvers.bounds.types import relu_blocks
 from solvers.norms import operator_norm_upper
-from solvers.phases import ACTIVE, INACTIVE, UNSTABLE
 from solvers.rounding import gamma
 
 from ..lipschitz.replay import differentiable_point, norm_lower
@@ -35,23 +35,10 @@ def jacobian_upper(net: Network, lo: np.ndarray, hi: np.ndarray, p: str, q: str,
     still sound; on 8-64-64-8 boxes they take 0.3-2 s)."""
     nb = network_bounds(net, lo, hi, method)  # type: ignore[arg-type]
     weights = [b.weight for b in relu_blocks(net)]
-    L = U = weights[0]
-    mag, length = np.abs(weights[0]), weights[0].shape[1]
-    for ph, W in zip(nb.phases(), weights[1:]):
-        s_hi = ((ph == ACTIVE) | (ph == UNSTABLE)).astype(np.float64)[:, None]
-        s_lo = (ph == ACTIVE).astype(np.float64)[:, None]
-        # slope s in [s_lo, s_hi] (a subset of [0, 1]) times an entry in [L, U]
-        L, U = np.minimum(s_lo * L, s_hi * L), np.maximum(s_lo * U, s_hi * U)
-        Wp, Wn = np.maximum(W, 0.0), np.minimum(W, 0.0)
-        L, U = Wp @ L + Wn @ U, Wp @ U + Wn @ L
-        mag = np.abs(W) @ (s_hi * mag)
-        length += W.shape[1]
-    # the same float64 error allowance as the MILP proof's node bound (LipschitzMilp.phase_bound)
-    B = np.maximum(np.abs(L), np.abs(U)) + 4.0 * gamma(length + 2) * mag
-    entrywise = float(operator_norm_upper(B, p, q))
-    phases = nb.phases()
-    clarke = clarke_norm_bound(weights, [(ph == ACTIVE).astype(np.float64) for ph in phases],
-                               [(ph != INACTIVE).astype(np.float64) for ph in phases], p, q, deadline=deadline)
+    s_lo, s_hi = phase_slopes(nb.phases())
+    L, U = interval_jacobian(weights, s_lo, s_hi)
+    entrywise = float(operator_norm_upper(np.maximum(np.abs(L), np.abs(U)), p, q))
+    clarke = clarke_norm_bound(weights, s_lo, s_hi, p, q, deadline=deadline)
     return min(entrywise, clarke)
 
 

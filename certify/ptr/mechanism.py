@@ -59,7 +59,7 @@ def check_proposal(value: Any, name: str = "proposal") -> float:
 
 
 def check_point(net: Network, point: Any, domain: Any) -> np.ndarray:
-    from ..vectors import parse_vector
+    from ..boundary.vectors import parse_vector
 
     x = parse_vector(point, "point", net.input_dim)
     if domain is not None:

@@ -1,9 +1,9 @@
 """Decide "L(f, box) <= D?" by input splitting with interval-Jacobian bounds (low-dimensional inputs).
 
 The local constant over a box is the largest constant over any cover of it by sub-boxes, so a
-best-first search over sub-boxes decides the question soundly:
+best-first search over sub-boxes (`solvers.bab.branch_and_bound`) decides the question soundly:
 
-- each sub-box gets batched symbolic pre-activation bounds (`certify.verify.batch_bounds`,
+- each sub-box gets batched symbolic pre-activation bounds (`solvers.bounds.bound_boxes`,
   inherited from its parent), hence an interval matrix [L, U] holding every Clarke Jacobian of
   the sub-box (slopes 1, 0 or [0, 1]), hence an upper bound of its constant (`interval_norm_upper`);
 - its centre is replayed as a witness (exact Jacobian where the net is certified differentiable);
@@ -18,24 +18,26 @@ sub-box has no unstable neuron, which the plain sum of |entries| never is.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from models.box import Box
 from models.ir import Network
+from solvers.bab import NodeBound, branch_and_bound
+from solvers.bounds import NetworkBounds
+from solvers.bounds.jacobian_interval import interval_jacobian, phase_slopes, slope_patterns
+from solvers.bounds.options import BoundOptions
+from solvers.bounds.pipeline import bound_boxes
 from solvers.bounds.types import relu_blocks
 from solvers.norms import operator_norm_upper
-from solvers.phases import ACTIVE, UNSTABLE, phases
+from solvers.phases import UNSTABLE, phases
 from solvers.rounding import gamma, round_up
 from solvers.runtime import interrupted
 
 from ..lipschitz.replay import differentiable_point, norm_lower
-from ..verify.batch_bounds import BatchedSymbolicBounds, PreBounds
 from .decide import ACCEPT, REJECT, UNDECIDED
 
 #: sign vectors of up to this many entries are enumerated for the (linf, l1) interval norm
@@ -51,25 +53,6 @@ def _signs(n: int) -> np.ndarray:
     """Half of {-1, 1}^n as 0/1 rows (u and -u give the same norm): the first entry fixed to +1."""
     rows = np.array(list(itertools.product((0.0, 1.0), repeat=n - 1)), dtype=np.float64).reshape(2 ** (n - 1), n - 1)
     return np.hstack([np.ones((rows.shape[0], 1)), rows])
-
-
-def interval_jacobians(weights: list[np.ndarray], pre_lo: list[np.ndarray], pre_hi: list[np.ndarray]):
-    """(Lw, Uw), each (B, m, n): entrywise bounds of every Clarke Jacobian over each box, widened
-    by the float64 error allowance of `LipschitzMilp.phase_bound`."""
-    B = pre_lo[0].shape[0] if pre_lo else 1
-    L = U = np.broadcast_to(weights[0], (B,) + weights[0].shape)
-    mag, length = np.abs(L), weights[0].shape[1]
-    for l, u, W in zip(pre_lo, pre_hi, weights[1:]):
-        ph = phases(l, u)
-        s_hi = ((ph == ACTIVE) | (ph == UNSTABLE)).astype(np.float64)[:, :, None]
-        s_lo = (ph == ACTIVE).astype(np.float64)[:, :, None]
-        L, U = np.minimum(s_lo * L, s_hi * L), np.maximum(s_lo * U, s_hi * U)
-        Wp, Wn = np.maximum(W, 0.0), np.minimum(W, 0.0)
-        L, U = Wp @ L + Wn @ U, Wp @ U + Wn @ L
-        mag = np.abs(W) @ (s_hi * mag)
-        length += W.shape[1]
-    E = 4.0 * gamma(length + 2) * mag
-    return L - E, U + E
 
 
 def interval_norm_upper(Lw: np.ndarray, Uw: np.ndarray, p: str, q: str) -> np.ndarray:
@@ -99,20 +82,9 @@ def pattern_norm_upper(weights: list[np.ndarray], pre_lo: list[np.ndarray], pre_
     count = sum(int(np.sum(x == UNSTABLE)) for x in ph)
     if count > max_unstable:
         return None
-    P = 2**count
-    bits = ((np.arange(P)[:, None] >> np.arange(count)[None, :]) & 1).astype(np.float64)  # (P, count)
-    J = np.broadcast_to(weights[0], (P,) + weights[0].shape)
-    mag, length, used = np.abs(weights[0]), weights[0].shape[1], 0
-    for x, W in zip(ph, weights[1:]):
-        s = np.broadcast_to((x == ACTIVE).astype(np.float64), (P, x.size)).copy()
-        unstable = np.flatnonzero(x == UNSTABLE)
-        s[:, unstable] = bits[:, used: used + unstable.size]
-        used += unstable.size
-        J = W @ (s[:, :, None] * J)
-        mag = np.abs(W) @ (((x == ACTIVE) | (x == UNSTABLE)).astype(np.float64)[:, None] * mag)
-        length += W.shape[1]
-    err = 4.0 * gamma(length + 2) * mag  # entrywise error of every product (the phase_bound allowance)
-    return float(np.max(interval_norm_upper(J - err, J + err, p, q)))
+    patterns = slope_patterns(ph)
+    L, U = interval_jacobian(weights, patterns, patterns)  # each pattern's one Jacobian, rounding included
+    return float(np.max(interval_norm_upper(L.reshape((-1,) + L.shape[-2:]), U.reshape((-1,) + U.shape[-2:]), p, q)))
 
 
 @dataclass
@@ -132,85 +104,98 @@ class SplitDecider:
         self.net, self.p, self.q = net, p, q
         self.blocks = relu_blocks(net)
         self.weights = [b.weight for b in self.blocks]
-        self.bounder = BatchedSymbolicBounds(net)
+        self.options = BoundOptions(rows="unstable", symbolic_output=False)
         self.reach = np.sum(np.abs(self.weights[0]), axis=0)  # first-layer sensitivity of each input
 
-    def _evaluate(self, lo: np.ndarray, hi: np.ndarray, parents: list, proposal: float) -> tuple[np.ndarray, list[PreBounds]]:
-        pre_lo, pre_hi, _, _ = self.bounder.pre_bounds(lo, hi, parents)
-        Lw, Uw = interval_jacobians(self.weights, pre_lo, pre_hi)
+    def _evaluate(self, lo: np.ndarray, hi: np.ndarray, parents: list, proposal: float) -> tuple[np.ndarray, list[NetworkBounds]]:
+        nb = bound_boxes(self.blocks, lo, hi, self.options,
+                         parents=NetworkBounds.stack(parents) if all(p is not None for p in parents) else None)
+        pre_lo, pre_hi = nb.pre_lo, nb.pre_hi
+        Lw, Uw = interval_jacobian(self.weights, *phase_slopes(nb.phases()))
+        Lw, Uw = np.broadcast_to(Lw, (len(lo),) + Lw.shape[-2:]), np.broadcast_to(Uw, (len(lo),) + Uw.shape[-2:])
         upper = interval_norm_upper(Lw, Uw, self.p, self.q)
         for b in np.flatnonzero(upper > proposal):  # the pattern bound only where the interval one is not enough
             exact = pattern_norm_upper(self.weights, [l[b] for l in pre_lo], [u[b] for u in pre_hi],
                                        self.p, self.q, MAX_PATTERN_UNSTABLE)
             if exact is not None:
                 upper[b] = min(upper[b], exact)
-        all_lo = np.concatenate(pre_lo, axis=1) if pre_lo else np.zeros((len(lo), 0))
-        all_hi = np.concatenate(pre_hi, axis=1) if pre_hi else np.zeros((len(lo), 0))
-        return upper, [PreBounds(all_lo[b].copy(), all_hi[b].copy()) for b in range(len(lo))]
+        return upper, [nb.box(b) for b in range(len(lo))]
 
     def _witness(self, x: np.ndarray) -> float:
         pt = differentiable_point(self.net, x, self.blocks)
         return -math.inf if pt is None else norm_lower(pt, self.p, self.q)
 
     def decide(self, box: Box, proposal: float, deadline: float | None, max_nodes: int = 20000) -> SplitDecision:
-        lo0, hi0 = np.array(box.lo), np.array(box.hi)
-        upper, states = self._evaluate(lo0[None], hi0[None], [None], proposal)
-        best_lower, best_x = self._witness((lo0 + hi0) / 2), (lo0 + hi0) / 2
-        counter = itertools.count()
-        heap: list = []
-        closed = -math.inf
-        nodes = 1
-
-        def offer(u: float, lo, hi, state) -> None:
-            nonlocal closed
-            if u <= proposal:
-                closed = max(closed, u)
-            else:
-                heapq.heappush(heap, (-u, next(counter), lo, hi, state))
-
-        offer(float(upper[0]), lo0, hi0, states[0])
-        stop = "closed"
-        while heap:
-            if best_lower > proposal:
-                return SplitDecision(REJECT, best_lower, math.inf, best_x, nodes, "witness")
-            if (deadline is not None and time.perf_counter() >= deadline) or interrupted():
-                stop = "time_limit"
-                break
-            if nodes >= max_nodes:
-                stop = "node_limit"
-                break
-            batch = [heapq.heappop(heap) for _ in range(min(BATCH // 2, len(heap)))]
-            los, his, parents = [], [], []
-            for _, _, lo, hi, state in batch:
-                width = hi - lo
-                j = int(np.argmax(width * self.reach))
-                if not width[j] > 0:
-                    continue
-                mid = lo[j] + width[j] / 2
-                for a, b in ((lo[j], mid), (mid, hi[j])):
-                    clo, chi = lo.copy(), hi.copy()
-                    clo[j], chi[j] = a, b
-                    los.append(clo)
-                    his.append(chi)
-                    parents.append(state)
-            if not los:  # only point-sized boxes left: their bounds are final
-                closed = max(closed, max(-b[0] for b in batch))
-                stop = "exhausted"
-                break
-            ups, sts = self._evaluate(np.array(los), np.array(his), parents, proposal)
-            nodes += len(los)
-            for u, lo, hi, st in zip(ups, los, his, sts):
-                if u > proposal:  # a closed box holds no witness above the proposal
-                    x = (lo + hi) / 2
-                    w = self._witness(x)
-                    if w > best_lower:
-                        best_lower, best_x = w, x
-                offer(float(u), lo, hi, st)
-        if best_lower > proposal:
-            return SplitDecision(REJECT, best_lower, math.inf, best_x, nodes, "witness")
-        bound = max(closed, max((-h[0] for h in heap), default=-math.inf))
-        decision = ACCEPT if not heap and stop == "closed" and bound <= proposal else UNDECIDED
-        return SplitDecision(decision, max(best_lower, 0.0), bound, best_x, nodes, stop)
+        problem = _SplitProblem(self, box, proposal)
+        # best-first by bound (the engine's default); a witness above the proposal stops it
+        res = branch_and_bound(problem, target=proposal, deadline=deadline, max_nodes=max_nodes, batch=BATCH // 2,
+                               stop_above=True, interrupt=lambda: problem.exhausted or interrupted())
+        best_x = problem.center if res.incumbent is None else res.incumbent
+        if res.lower > proposal:
+            return SplitDecision(REJECT, res.lower, math.inf, best_x, res.nodes, "witness")
+        stop = "exhausted" if problem.exhausted else _STOPS.get(res.stop, res.stop)
+        decision = ACCEPT if stop == "closed" and res.open_nodes == 0 and res.upper <= proposal else UNDECIDED
+        return SplitDecision(decision, max(res.lower, 0.0), res.upper, best_x, res.nodes, stop)
 
 
-__all__ = ["MAX_SPLIT_INPUTS", "SplitDecider", "SplitDecision", "interval_jacobians", "interval_norm_upper"]
+# the engine's stops as split decisions report them (a Ctrl-C reads as the time limit, as before)
+_STOPS = {"interrupted": "time_limit"}
+
+
+@dataclass(eq=False)
+class _Box:
+    lo: np.ndarray
+    hi: np.ndarray
+    state: NetworkBounds | None  # the parent's pre-activation bounds until bounded, then its own
+    split: int = -1
+
+
+class _SplitProblem:
+    """One decision "L(f, box) <= proposal?" as a `solvers.bab` problem: node bounds from the
+    interval (or pattern) Jacobian norm, witnesses at the centres of boxes above the proposal."""
+
+    def __init__(self, decider: SplitDecider, box: Box, proposal: float) -> None:
+        self.d, self.proposal = decider, proposal
+        self.lo, self.hi = np.array(box.lo), np.array(box.hi)
+        self.center = (self.lo + self.hi) / 2
+        self.exhausted = False  # a box that cannot be split stays above the proposal: no acceptance
+
+    def root(self) -> _Box:
+        return _Box(self.lo, self.hi, None)
+
+    def bound(self, node: _Box) -> NodeBound:
+        return self._bound([node], witness_all=True)[0]  # the root's centre is always a witness
+
+    def bound_many(self, nodes: list[_Box]) -> list[NodeBound]:
+        return self._bound(nodes, witness_all=False)
+
+    def _bound(self, nodes: list[_Box], witness_all: bool) -> list[NodeBound]:
+        lo, hi = np.array([n.lo for n in nodes]), np.array([n.hi for n in nodes])
+        ups, sts = self.d._evaluate(lo, hi, [n.state for n in nodes], self.proposal)
+        width = hi - lo
+        splits = np.argmax(width * self.d.reach, axis=1)
+        # point-sized along every input that matters: the bound is final
+        leaves = ~(width[np.arange(len(nodes)), splits] > 0)
+        out = []
+        for u, node, st, j, leaf in zip(ups.tolist(), nodes, sts, splits.tolist(), leaves.tolist()):
+            node.state, node.split = st, j
+            nb = NodeBound(u, leaf=leaf)
+            if witness_all or u > self.proposal:  # a box below the proposal holds no witness above it
+                x = (node.lo + node.hi) / 2
+                nb.lower, nb.witness = self.d._witness(x), x
+            self.exhausted |= leaf and u > self.proposal
+            out.append(nb)
+        return out
+
+    def branch(self, node: _Box, nb: NodeBound, prune_level: float) -> list[tuple[_Box, float | None]]:
+        j, lo, hi = node.split, node.lo, node.hi
+        mid = lo[j] + (hi[j] - lo[j]) / 2
+        kids = []
+        for a, b in ((lo[j], mid), (mid, hi[j])):
+            clo, chi = lo.copy(), hi.copy()
+            clo[j], chi[j] = a, b
+            kids.append((_Box(clo, chi, node.state), None))
+        return kids
+
+
+__all__ = ["MAX_SPLIT_INPUTS", "SplitDecider", "SplitDecision", "interval_norm_upper"]

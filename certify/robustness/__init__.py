@@ -1,12 +1,14 @@
-"""Robustness of ReLU classifiers: exact radii, hyperrectangles and probabilistic radii.
+"""Robustness of classifiers: exact radii, hyperrectangles and probabilistic radii.
 
-- `robustness_radius(model, x, norm=...)`: the exact robustness radius (MILP; l2 by Gurobi's MIQP
+- `robustness_radius(model, x, norm=...)`: the exact robustness radius of a ReLU network (MILP; l2 by Gurobi's MIQP
   or a sound interval), with a fast certified lower bound and a replayed counterexample;
 - `robustness_hyperrectangle(model, x, features=...)`: a box on which the class is proven
   constant, grown side by side, and the outer box where counterexamples are known;
 - `probabilistic_radius(classifier, x, ...)`: the Hoeffding procedure for any black-box
   classifier (status "probabilistic", never certified);
-- `radius_batch(model, points, out=...)`: many points, resumable.
+- `radius_batch(model, points, out=...)`: many points, resumable;
+- `classifiers`: the exact radii and hyperrectangles of scikit-learn linear models and tree
+  ensembles (`linear_radius`, `tree_hyperrectangle`, ...).
 
 See docs/robustness.md.
 """
@@ -22,6 +24,7 @@ _EXPORTS = {
     "RobustnessRadius": "certificate",
     "RobustnessHyperrectangle": "certificate",
     "ProbabilisticRadius": "certificate",
+    "ClassifierRobustness": "certificate",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -2,7 +2,7 @@
 
 The loss is the flip margin of the question (min over the untargeted margins f_c - f_j, max over
 the targeted ones f_j - f_k), with exact float64 backprop through the fused network
-(`certify.verify.attack.BatchNet`). Steps: signed gradients (linf, boxes), normalised gradients
+(`solvers.batch_net.BatchNet`). Steps: signed gradients (linf, boxes), normalised gradients
 (l2), the largest coordinates of the gradient (l1); projection on the ball, then on the domain
 box (which keeps the ball: clipping toward a box that contains x0 shortens every coordinate).
 A point found is pulled back toward x0 along its segment while it still flips, then replayed
@@ -18,8 +18,8 @@ import time
 import numpy as np
 
 from models.box import Box
+from solvers.batch_net import BatchNet
 
-from ..verify.attack import BatchNet
 from .question import FlipQuestion
 from .replay import Flip, FlipReplay
 

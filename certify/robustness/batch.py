@@ -1,6 +1,6 @@
 """Robustness radii of many points: a points file in, one JSON line per point out (resumable).
 
-Points files are read by `certify.points.read_points` (the one reader of every command). The run goes through `certify.batch.run_batch`: a progress bar, results
+Points files are read by `certify.boundary.points.read_points` (the one reader of every command). The run goes through `certify.batch.run_batch`: a progress bar, results
 appended to the output as they finish, rows already in it skipped, local processes or Dask.
 The output is claimed with a run identity (`certify.runs`: the model, the options and every
 point, in `OUT.run.json`): a rerun of the same run resumes, another run is refused unless
@@ -28,9 +28,9 @@ _MODELS: dict[str, Any] = {}  # a worker loads each model file once
 
 
 def read_points(path: str | os.PathLike, dim: int | None = None) -> np.ndarray:
-    """The points of a points file as a (k, n) float64 array (`certify.points.read_points`); a row
+    """The points of a points file as a (k, n) float64 array (`certify.boundary.points.read_points`); a row
     with NaN or inf is kept: `radius_batch` gives it status "error" and the other rows still run."""
-    from ..points import read_points as read
+    from ..boundary.points import read_points as read
 
     return read(path, dim, "points file", finite=False)
 
@@ -51,7 +51,7 @@ def _radius_task(index: int, point: list[float], *, model: Any, options: dict) -
     """One point of the batch (runs in a worker: the model file is loaded once per process)."""
     from .radius import robustness_radius
 
-    from ..vectors import check_magnitude
+    from ..boundary.vectors import check_magnitude
 
     model = _classifier(model)
     try:

@@ -1,8 +1,12 @@
 """The results of the robustness engines (certificates of the one protocol, `certify.certificate`).
 
-Field names follow `certify.ldp.linear.LinearRobustness` (the exact radii of linear models):
-`predicted_class`, `point`, `features`, `domain`, `binding_class`, and `witness` (an alias of
-`counterexample` in the JSON) so that consumers (LDP utility, reports) read both alike.
+One hierarchy for every classifier: `PointRobustness` holds what every result about one point
+carries (`predicted_class`, `target_class`, `point`, `features`, `domain`, `model`); ReLU networks
+give `RobustnessRadius` / `RobustnessHyperrectangle`, scikit-learn linear models and tree
+ensembles give `ClassifierRobustness` (`classifiers.linear.LinearRobustness`,
+`classifiers.trees.TreeRobustness`), and the sampling test gives `ProbabilisticRadius` (never
+certified). Consumers (LDP utility, reports) read them alike; `witness` is the JSON name of a
+point of another class (`counterexample` for networks).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from ..certificate import Certificate
 
 
 @dataclass
-class _PointResult(Certificate):
+class PointRobustness(Certificate):
     """Fields shared by the results about one point."""
 
     predicted_class: int | None = None
@@ -30,7 +34,7 @@ class _PointResult(Certificate):
 
 
 @dataclass
-class RobustnessRadius(_PointResult):
+class RobustnessRadius(PointRobustness):
     """The robustness radius at `point` in `input_norm`: [lower, upper] and a status.
 
     - `lower` is proven: no input at distance < lower changes the class (the sound-solve bound of
@@ -81,7 +85,7 @@ class RobustnessRadius(_PointResult):
 
 
 @dataclass
-class RobustnessHyperrectangle(_PointResult):
+class RobustnessHyperrectangle(PointRobustness):
     """A box around `point` on which the class is proven constant (`box`), grown side by side from
     the l_inf radius box of the chosen features; `outer_box`: how far each side could move
     before a counterexample is known (`sides[k]["counterexample"]` lies in `box` with that one
@@ -109,9 +113,10 @@ class RobustnessHyperrectangle(_PointResult):
 
 
 @dataclass
-class ProbabilisticRadius(_PointResult):
+class ProbabilisticRadius(PointRobustness):
     """A radius found by sampling (Zheng & Hu, sec. 4.2): with probability at least 1 - omega over
-    the samples, at most a fraction tau of the l_inf ball of radius `lower` changes the class.
+    the samples, at most a fraction tau of the l_inf ball of radius `lower` (`box`, within the
+    domain) changes the class; omega covers all `tests` of the search (a union bound).
     Never certified. `upper`: the smallest radius whose test failed (None if none did)."""
 
     KIND: ClassVar[str] = "probabilistic_radius"
@@ -121,7 +126,6 @@ class ProbabilisticRadius(_PointResult):
     samples: int = 0
     tests: int = 0
     precision: float = 0.0
-    union_bound: bool = True
     flip_rate: float | None = None
     seed: int | None = None
 
@@ -130,4 +134,28 @@ class ProbabilisticRadius(_PointResult):
                 f"{self.samples} samples per test, {self.tests} tests)")
 
 
-__all__ = ["ProbabilisticRadius", "RobustnessHyperrectangle", "RobustnessRadius"]
+@dataclass
+class ClassifierRobustness(PointRobustness):
+    """An exact robustness radius or hyperrectangle of a scikit-learn classifier (linear model or
+    tree ensemble) at `point`: the same fields, JSON and one-line summary; each kind adds its own.
+
+    `lower`/`upper`: proven bounds of the robustness radius in `input_norm` (a hyperrectangle
+    reports its starting radius). `box`: a box on which the class is proven constant.
+    `witness`: a point of another class at distance `upper` (replayed in the model itself).
+    """
+
+    result: str = "radius"
+    witness: np.ndarray | None = None
+    witness_class: Any = None
+
+    def _extra_dict(self) -> dict:
+        return {"gap": self.gap}
+
+    def __str__(self) -> str:
+        up = "inf" if self.upper is None else f"{self.upper:.9g}"
+        return (f"{self.model}: class {self.predicted_class!r} kept within {self.input_norm} radius "
+                f"[{self.lower:.9g}, {up}] ({self.status}); box {self.box!r}")
+
+
+__all__ = ["ClassifierRobustness", "PointRobustness", "ProbabilisticRadius", "RobustnessHyperrectangle",
+           "RobustnessRadius"]

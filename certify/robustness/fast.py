@@ -33,7 +33,8 @@ from models.box import Box
 from solvers.bounds import network_bounds, relu_blocks
 from solvers.bounds.jacobian import clarke_norm_bound
 from solvers.bounds.rows import output_row_bounds
-from solvers.bounds.types import ACTIVE, INACTIVE, NetworkBounds
+from solvers.bounds.jacobian_interval import phase_slopes
+from solvers.bounds.types import NetworkBounds
 from solvers.rounding import down
 from solvers.runtime import past
 
@@ -84,9 +85,7 @@ class FastBounds:
     def lipschitz_radius(self, nb: NetworkBounds, norm: str, deadline: float | None = None) -> float:
         """Distance below which the margins keep the class, from gradient bounds over nb's box (a
         row reached after `deadline`, the command deadline or Ctrl-C counts as radius 0: sound)."""
-        phases = nb.phases()
-        s_lo = [np.where(ph == ACTIVE, 1.0, 0.0) for ph in phases]
-        s_hi = [np.where(ph == INACTIVE, 0.0, 1.0) for ph in phases]
+        s_lo, s_hi = phase_slopes(nb.phases())
         # (the fixed inputs do not move: only the movable columns of the gradient count)
         weights = [self.weights[0][:, self.q.movable]] + self.weights[1:]
         radii = []

@@ -15,7 +15,6 @@ from models.box import Box
 from solvers.norms import vector_norm
 from solvers.rounding import round_up
 
-RADIUS_NORMS = ("linf", "l1", "l2")
 
 
 def distance_up(x: np.ndarray, x0: np.ndarray, norm: str) -> float:
@@ -131,4 +130,4 @@ def _toward(v: float, x0: float, side: float) -> float:
     return v
 
 
-__all__ = ["RADIUS_NORMS", "closest_point", "cover_radius", "distance_up", "inner_box"]
+__all__ = ["closest_point", "cover_radius", "distance_up", "inner_box"]

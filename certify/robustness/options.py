@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from models.errors import BadInput
+from solvers.choices import NORMS
 
-from ..vectors import parse_positive
+from ..boundary.vectors import parse_positive
 
-NORMS: tuple[str, ...] = ("linf", "l1", "l2")
 L2_METHODS: tuple[str, ...] = ("auto", "miqp", "equivalence")
 DEFAULT_BOUNDS = "lp"
 DEFAULT_MIP_GAP = 1e-6

@@ -1,16 +1,22 @@
 """Probabilistic robustness radii of black-box classifiers (Zheng & Hu, sec. 4.2, Definition 8).
 
-A radius theta passes the test when, of n points drawn uniformly from the l_inf ball
-B_theta(x) (the movable features, within the domain), at most a fraction tau/2 change the class.
-By Hoeffding's inequality, a test with n = ln(2/omega') / (2 (tau/2)^2) samples passes a radius
-whose true flip probability exceeds tau with probability at most omega'. The radius is found by
-a binary search over [0, max radius] to a stated precision.
+The one sampling test of certify (the LDP box of a model certify cannot prove,
+`certify.ldp.probabilistic_box`, runs it too). A radius theta passes when, of n points drawn
+uniformly from the l_inf ball B_theta(x) (the movable features, within the domain), at most a
+fraction tau/2 change the class. If the true flip fraction p exceeds tau, the observed fraction
+is at most tau/2 only if it falls p - tau/2 > tau/2 below its mean: by Hoeffding's (one-sided)
+inequality a bad radius passes one test with probability at most exp(-2 n (tau/2)^2)
+(`false_pass`). The radius is found by a binary search over [0, max radius] to a stated
+precision: k = 1 + ceil(log2(range / precision)) tests at most.
 
-The search runs k tests and reports a radius *chosen* by them, so a per-test guarantee does not
-cover the result: by default omega is split over the k tests (omega' = omega / k, a union bound),
-which makes the statement hold for the returned radius: with probability at least 1 - omega, at
-most a fraction tau of B_lower(x) changes the class. `union_bound=False` uses the paper's
-per-test n (the guarantee then holds for each tested radius, not for the one returned).
+The search reports a radius *chosen* by its tests, so a per-test guarantee does not cover the
+result: omega is split over the k tests (a union bound; each test draws fresh samples, so the
+bound holds although the tested radii depend on earlier outcomes). With the paper's formula
+n = ln(2 / omega') / (2 (tau/2)^2) at omega' = omega / k, each test passes a bad radius with
+probability <= omega / (2k), and with probability at least 1 - omega (in fact 1 - omega / 2) at
+most a fraction tau of B_lower(x) changes the class. The bound k * false_pass(n) <= omega is
+checked before the search; if it failed (too few samples) only the point itself (lower = 0)
+would be reported.
 
 The result is labelled "probabilistic" and never certified. Ties of a network's logits count as
 flips, as everywhere in certify; for a black-box label function a flip is a different label.
@@ -29,10 +35,10 @@ from models.box import Box, parse_domain
 from models.ir import Network
 
 from ..errors import BadInput
-from ..vectors import parse_positive
+from ..boundary.vectors import parse_positive
 from .certificate import ProbabilisticRadius
 from .options import parse_max_radius
-from .question import parse_features
+from ..boundary.indices import feature_mask
 
 BATCH = 4096
 
@@ -40,6 +46,12 @@ BATCH = 4096
 def hoeffding_samples(omega: float, tau: float, tests: int = 1) -> int:
     """n with 2 exp(-2 n (tau/2)^2) <= omega / tests."""
     return int(math.ceil(math.log(2.0 * tests / omega) / (2.0 * (tau / 2.0) ** 2)))
+
+
+def false_pass(n: int, tau: float) -> float:
+    """An upper bound of the probability that a ball whose flip fraction exceeds tau passes one test
+    of n samples (observed fraction <= tau/2): exp(-2 n (tau/2)^2) (Hoeffding, one-sided)."""
+    return math.exp(-2.0 * n * (tau / 2.0) ** 2)
 
 
 def _unit(value: Any, name: str) -> float:
@@ -91,7 +103,6 @@ def probabilistic_radius(
     max_radius: float | None = None,
     features: Any = None,
     precision: float | None = None,
-    union_bound: bool = True,
     seed: int = 0,
 ) -> ProbabilisticRadius:
     """The largest l_inf radius (to `precision`, default 1e-3 of the search range) that passes the
@@ -105,7 +116,7 @@ def probabilistic_radius(
         classifier.check_input(x0, "the point")
     omega, tau = _unit(omega, "omega"), _unit(tau, "tau")
     dom = parse_domain(domain, x0.size)
-    movable = parse_features(features, x0.size)
+    movable = feature_mask(features, x0.size)
     lo = np.full(x0.size, -np.inf) if dom is None else dom[0]
     hi = np.full(x0.size, np.inf) if dom is None else dom[1]
     if np.any(x0 < lo) or np.any(x0 > hi):
@@ -115,7 +126,7 @@ def probabilistic_radius(
         raise BadInput("give max_radius or a domain: the probabilistic search needs a bounded range of radii")
     step = top * 1e-3 if precision is None else parse_positive(precision, "precision")
     tests = 1 + max(int(math.ceil(math.log2(top / step))), 0)
-    n = hoeffding_samples(omega, tau, tests if union_bound else 1)
+    n = hoeffding_samples(omega, tau, tests)
     flips, label, name = _flip_function(classifier, x0)
     rng = np.random.default_rng(seed)
 
@@ -129,12 +140,15 @@ def probabilistic_radius(
         return count / n
 
     passed, failed, failed_rate = 0.0, None, None
-    r_top = rate(top)
+    sound = tests * false_pass(n, tau) <= omega  # the union bound over every test the search may run
+    r_top = rate(top) if sound else math.inf
     if r_top <= tau / 2:
         passed = top
-    else:
+    elif sound:
         failed, failed_rate = top, r_top
-        while failed - passed > step:
+        for _ in range(tests - 1):  # the budget the union bound covers
+            if failed - passed <= step:
+                break
             mid = 0.5 * (passed + failed)
             r = rate(mid)
             if r <= tau / 2:
@@ -143,20 +157,22 @@ def probabilistic_radius(
                 failed, failed_rate = mid, r
     box = Box.from_bounds(np.maximum(x0 - np.where(movable, passed, 0.0), lo),
                           np.minimum(x0 + np.where(movable, passed, 0.0), hi))
-    notes = [f"Hoeffding test with {n} samples per radius, omega {'split over the ' + str(tests) + ' tests' if union_bound else 'per test (no union bound)'}: "
+    notes = [f"Hoeffding test with {n} samples per radius, omega split over the {tests} tests: "
              f"with probability >= {1 - omega:g}, at most a fraction {tau:g} of the l_inf ball of radius `lower` changes the class"]
-    if failed is None:
+    if not sound:
+        notes.append(f"{n} samples per test cannot bound {tests} tests by omega: only the point itself is reported")
+    elif failed is None:
         notes.append("the whole search range passed: lower is the largest radius searched")
     return ProbabilisticRadius(
         lower=passed, upper=failed, status="probabilistic", certified=False, box=box, input_norm="linf",
         seconds=time.perf_counter() - t0, notes=notes, predicted_class=_plain(label), point=x0,
         features=[int(i) for i in np.flatnonzero(movable)],
         domain=None if dom is None else [dom[0].tolist(), dom[1].tolist()], model=name, omega=omega, tau=tau,
-        samples=n, tests=tests, precision=step, union_bound=bool(union_bound), flip_rate=failed_rate, seed=seed)
+        samples=n, tests=tests, precision=step, flip_rate=failed_rate, seed=seed)
 
 
 def _plain(label: Any) -> Any:
     return label.item() if isinstance(label, np.generic) else label
 
 
-__all__ = ["hoeffding_samples", "probabilistic_radius"]
+__all__ = ["false_pass", "hoeffding_samples", "probabilistic_radius"]

@@ -14,7 +14,6 @@ Ties count as flips: a point where another class reaches the predicted logit is 
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,10 +21,11 @@ import numpy as np
 
 from models.box import Box, parse_domain
 from models.ir import Network
+from models.onnx_reference import OnnxReference, resolve_model
 from solvers.milp.robustness import FlipRows
 
+from ..boundary.indices import class_index, feature_mask
 from ..errors import BadInput
-from ..verify.runtime import OnnxReference
 
 
 @dataclass(frozen=True)
@@ -40,71 +40,15 @@ class Classifier:
     @classmethod
     def of(cls, model: Any, reference: Any = None) -> "Classifier":
         """From a `Network` or an ONNX path; `reference`: an `OnnxReference` or ONNX path
-        (default: the model's file, else a float64 ONNX export of the network)."""
+        (default: the model's file, else a float64 ONNX export of the network): `resolve_model`."""
         if isinstance(model, Classifier):
             return model
-        notes: tuple[str, ...] = ()
-        if isinstance(model, Network):
-            net, name = model, model.name
-        elif isinstance(model, (str, os.PathLike)):
-            from models import load_onnx
-
-            net, name = load_onnx(model), os.fspath(model)
-            reference = model if reference is None else reference
-        else:
-            raise BadInput(f"model must be a certify Network or the path of an ONNX file, got {type(model).__name__}")
+        net, reference, name, notes = resolve_model(model, reference)
         if net.output_dim < 2:
             raise BadInput(f"robustness needs a classifier with one output per class (at least 2); this model has "
                            f"{net.output_dim} output (a scalar score: compare it with a threshold as two logits, "
                            "e.g. append the layer [s, 0])")
-        if isinstance(reference, (str, os.PathLike)):
-            reference = OnnxReference.from_file(reference, net)
-        elif reference is None:
-            reference = OnnxReference.from_network(net)
-            notes = ("no ONNX source given: counterexamples are replayed in onnxruntime on a float64 ONNX export "
-                     "of the network",)
-        elif not isinstance(reference, OnnxReference):
-            raise BadInput("reference must be an ONNX path or a certify.verify.runtime.OnnxReference")
         return cls(net, reference, name, notes)
-
-
-def parse_features(features: Any, dim: int) -> np.ndarray:
-    """Boolean mask of the inputs allowed to move: all by default, else the given indices."""
-    mask = np.zeros(dim, dtype=bool)
-    if features is None:
-        mask[:] = True
-        return mask
-    values = [features] if np.isscalar(features) else list(np.asarray(features, dtype=object).reshape(-1))
-    if not values:
-        raise BadInput("features: give at least one input index")
-    for v in values:
-        if isinstance(v, (bool, np.bool_)) or not _is_number(v) or not float(v).is_integer():
-            raise BadInput(f"features must be integer input indices, got {v!r}")
-        i = int(v)
-        if not 0 <= i < dim:
-            raise BadInput(f"feature index {i} is out of range: the model has {dim} inputs (0..{dim - 1})")
-        if mask[i]:
-            raise BadInput(f"feature index {i} is given twice")
-        mask[i] = True
-    return mask
-
-
-def _is_number(v: Any) -> bool:
-    try:
-        float(v)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
-def class_index(value: Any, classes: int, what: str = "target class") -> int:
-    """An output index 0 <= k < classes (BadInput otherwise)."""
-    if isinstance(value, (bool, np.bool_)) or not _is_number(value) or not float(value).is_integer():
-        raise BadInput(f"{what} must be an integer output index, got {value!r}")
-    k = int(value)
-    if not 0 <= k < classes:
-        raise BadInput(f"{what} {k} is out of range: the model has {classes} outputs (classes 0..{classes - 1})")
-    return k
 
 
 @dataclass(frozen=True)
@@ -134,7 +78,7 @@ class FlipQuestion:
             i = int(np.flatnonzero((x0 < dom[0]) | (x0 > dom[1]))[0])
             raise BadInput(f"the point lies outside the domain: input {i} is {x0[i]:g}, not in "
                            f"[{dom[0][i]:g}, {dom[1][i]:g}]")
-        movable = parse_features(features, net.input_dim)
+        movable = feature_mask(features, net.input_dim)
         m = net.output_dim
         y0 = net.forward(x0)
         c = int(np.argmax(y0))
@@ -180,4 +124,4 @@ class FlipQuestion:
         return self.flip.margin(y) <= 0
 
 
-__all__ = ["Classifier", "FlipQuestion", "class_index", "parse_features"]
+__all__ = ["Classifier", "FlipQuestion", "class_index"]

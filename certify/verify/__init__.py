@@ -11,10 +11,11 @@ See docs/verify.md.
 import sys
 import types
 
+from models.onnx_reference import OnnxReference
+
 from .counterexample import Counterexample, check_counterexample, format_witness
 from .node_bounds import NodeBounder, NodeBounds, SymbolicRowBounds
 from .result import VerificationResult
-from .runtime import OnnxReference
 from .spec import Disjunct, LinearRows, Region, Spec
 from .verifier import verify
 from .vnnlib import VnnlibError, load_vnnlib, parse_vnnlib

@@ -24,7 +24,7 @@ import numpy as np
 
 from models.ir import Network
 
-from .runtime import OnnxReference
+from models.onnx_reference import OnnxReference
 from .spec import Disjunct, Spec
 
 

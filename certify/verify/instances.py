@@ -22,7 +22,7 @@ from models import load_onnx
 from models.errors import BadInput
 
 from ..runs import RunIdentity, claim_file, file_sha256, item_sha256
-from .runtime import OnnxReference
+from models.onnx_reference import OnnxReference
 from .verifier import verify
 from .vnnlib import load_vnnlib
 

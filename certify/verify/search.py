@@ -6,24 +6,24 @@ Each region's box is bisected along one input at a time and every node is bounde
 width_i * |d row / d x_i| at the node's center. A node is *closed* when every clause of its region
 is proven infeasible on it; the answer is `unsat` only when every node of every region is closed.
 
-Nodes are expanded in batches, mostly depth-first (the frontier stays small, so a node can carry
-its bounder state, e.g. its pre-activation bounds; the child whose center is closer to unsafe goes
-first), a quarter of each batch best-first by the unsafe margin at the node's center.
-The center of every new node is evaluated, and every few batches PGD runs inside the open node
-whose center is closest to unsafe: any point with a non-negative margin is replayed before `sat`
-is claimed.
+The search loop is `solvers.bab.branch_and_bound` (budgets, batches, the sound upper bound), with a
+`DepthFirst` frontier: nodes are expanded in batches, mostly depth-first (the frontier stays
+small, so a node can carry its bounder state, e.g. its pre-activation bounds; the child whose
+center is closer to unsafe goes first), a quarter of each batch best-first by the unsafe margin at
+the node's center. The center of every new node is evaluated, and every few batches PGD runs
+inside the open node whose center is closest to unsafe (the engine's `attained` hook): any point
+with a non-negative margin is replayed before `sat` is claimed, and stops the search.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from solvers.runtime import past
+from solvers.bab import DepthFirst, NodeBound, branch_and_bound
+from solvers.runtime import command_deadline, earliest, past, stop_requested
 
 from .attack import Falsifier
 from .counterexample import Counterexample
@@ -50,27 +50,23 @@ class SearchOutcome:
     notes: list[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(eq=False)
 class _Node:
     region: int
     lo: np.ndarray
     hi: np.ndarray
-    upper: np.ndarray  # (k,) clause margin upper bounds (+inf unknown)
-    open: np.ndarray  # (k,) clauses not yet proven infeasible
-    split: int  # input to bisect next
     depth: int
+    parent: _Node | None = None  # until bounded: the node inherits its parent's bounds and state
+    upper: np.ndarray | None = None  # (k,) clause margin upper bounds (+inf unknown)
+    open: np.ndarray | None = None  # (k,) clauses not yet proven infeasible
+    split: int = -1  # input to bisect next
     state: Any = None
-    center_margin: float = -np.inf  # unsafe margin at the node's center (steers PGD)
-    taken: bool = False  # already expanded (the node may still sit in the other frontier queue)
-
-    @property
-    def key(self) -> float:
-        """Upper bound on the node's unsafe margin (its open clauses)."""
-        return float(np.max(np.where(self.open, self.upper, -np.inf)))
+    center_margin: float = -np.inf  # unsafe margin at the node's center (steers PGD and the order)
 
 
 class InputSplitSearch:
-    """Depth-first bisection of the regions' input boxes with sound node bounds."""
+    """Bisection of the regions' input boxes with sound node bounds: a `solvers.bab` problem run
+    depth-first (`DepthFirst` by center margin) that stops at the first replayed counterexample."""
 
     def __init__(self, falsifier: Falsifier, bounder: NodeBounder, *, batch_size: int = 32,
                  max_split_dims: int = 16, pgd_every: int = 10) -> None:
@@ -81,18 +77,63 @@ class InputSplitSearch:
         self.pgd_every = pgd_every
         self.nodes = 0
         self.max_depth = 0
-        self.closed_upper = -np.inf
         self.stuck: list[_Node] = []
-        self.stack: list[_Node] = []
-        # the same open nodes by center margin (lazy deletion), for the best-first share of a batch
-        self.promising: list[tuple[float, int, _Node]] = []
-        self.pushed = itertools.count()
+        self.cex: Counterexample | None = None
+        self.rounds = 0
+        self.deadline: float | None = None
+        self.frontier = DepthFirst(lambda node, nb: node.center_margin, best_first_max=BEST_FIRST_MAX_FRONTIER)
 
-    # ---------------------------------------------------------------- one batch of children
-    def _expand(self, r: int, lo: np.ndarray, hi: np.ndarray, parents: list[_Node | None]) -> Counterexample | None:
+    # ---------------------------------------------------------------- the BabProblem side
+    def roots(self) -> list[_Node]:
+        return [_Node(r, region.lo, region.hi, 0) for r, region in enumerate(self.f.regions)]
+
+    def bound(self, node: _Node) -> NodeBound:
+        return self.bound_many([node])[0]
+
+    def bound_many(self, nodes: list[_Node]) -> list[NodeBound]:
+        """The nodes' bounds, one region at a time; after a counterexample the rest stay unbounded
+        (+inf: the search stops)."""
+        if len(self.f.regions) == 1:
+            return self._expand(0, nodes)
+        groups: dict[int, list[int]] = {}
+        for i, n in enumerate(nodes):
+            groups.setdefault(n.region, []).append(i)
+        out: list[NodeBound | None] = [None] * len(nodes)
+        for r, idx in groups.items():
+            if self.cex is not None:
+                break
+            for i, nb in zip(idx, self._expand(r, [nodes[i] for i in idx]), strict=True):
+                out[i] = nb
+        return [NodeBound(np.inf) if nb is None else nb for nb in out]
+
+    def branch(self, node: _Node, nb: NodeBound, prune_level: float) -> list[tuple[_Node, float | None]]:
+        s = node.split
+        mid = 0.5 * (node.lo[s] + node.hi[s])
+        left_hi, right_lo = node.hi.copy(), node.lo.copy()
+        left_hi[s], right_lo[s] = mid, mid
+        return [(_Node(node.region, node.lo, left_hi, node.depth + 1, node), None),
+                (_Node(node.region, right_lo, node.hi, node.depth + 1, node), None)]
+
+    def attained(self) -> float:
+        """Every `pgd_every` rounds, PGD inside the open node whose center is closest to unsafe
+        (once per node); the margin of the counterexample found so far (-inf: none)."""
+        i, self.rounds = self.rounds, self.rounds + 1
+        if self.cex is None and self.pgd_every and i % self.pgd_every == self.pgd_every - 1 and not past(self.deadline):
+            entry = max(self.frontier.open_entries(), key=lambda e: e[2].center_margin, default=None)
+            best = None if entry is None else entry[2]
+            if best is not None and np.isfinite(best.center_margin):
+                best.center_margin = -np.inf
+                self.cex = self._pgd_in(best, self.deadline)
+        # a replayed counterexample satisfies every row of its clause: its margin is >= 0 (stop_at)
+        return -np.inf if self.cex is None else self.cex.margin
+
+    # ---------------------------------------------------------------- one batch of nodes
+    def _expand(self, r: int, nodes: list[_Node]) -> list[NodeBound]:
         region = self.f.regions[r]
         k = len(region.clauses)
         region_width = np.where(region.hi > region.lo, region.hi - region.lo, 1.0)
+        lo, hi = np.stack([n.lo for n in nodes]), np.stack([n.hi for n in nodes])
+        parents = [n.parent for n in nodes]
         b: NodeBounds = self.bounder(region, lo, hi, [None if p is None else p.state for p in parents])
         self.nodes += len(lo)
         centers = 0.5 * (lo + hi)
@@ -101,9 +142,13 @@ class InputSplitSearch:
         margins = np.stack([c.margin(centers, Y) for c in region.clauses], axis=1)
         cex = self.f.consider(r, centers, margins)
         if cex is not None:
-            return cex
+            self.cex = cex
+            return [NodeBound(np.inf, lower=cex.margin, witness=cex)] + [NodeBound(np.inf) for _ in nodes[1:]]
         parent_upper = np.stack([p.upper if p is not None else np.full(k, np.inf) for p in parents])
         parent_open = np.stack([p.open if p is not None else np.ones(k, dtype=bool) for p in parents])
+        for n, p in zip(nodes, parents):
+            if p is not None:
+                p.state = n.parent = None  # the children carry their own state
         upper = np.minimum(parent_upper, b.margin_upper)
         open_ = parent_open & ~b.infeasible
         if b.split_scores is not None:
@@ -112,27 +157,27 @@ class InputSplitSearch:
             scores = self._scores(r, lo, hi, centers, Y, masks, open_)
         B = len(lo)
         splits = self._choose(scores, (hi - lo) / region_width)
-        depths = np.array([0 if p is None else p.depth + 1 for p in parents])
-        self.max_depth = max(self.max_depth, int(depths.max()))
+        self.max_depth = max(self.max_depth, max(n.depth for n in nodes))
         center_margin = np.max(np.where(open_, margins, -np.inf), axis=1)
         is_open = open_.any(axis=1)
-        if not is_open.all():
-            self.closed_upper = max(self.closed_upper, float(upper[~is_open].max()))
         ar = np.arange(B)
         mid = 0.5 * (lo[ar, splits] + hi[ar, splits])
         splittable = ((hi - lo > 0).sum(axis=1) <= self.max_split_dims) & (lo[ar, splits] < mid) & (mid < hi[ar, splits])
-        kids = []
-        for i in np.flatnonzero(is_open):
-            node = _Node(r, lo[i], hi[i], upper[i], open_[i], int(splits[i]), int(depths[i]),
-                         None if b.states is None or not splittable[i] else b.states[i], float(center_margin[i]))
-            (kids if splittable[i] else self.stuck).append(node)
-        # depth-first: the most promising child is popped first
-        kids.sort(key=lambda n: n.center_margin)
-        self.stack.extend(kids)
-        if len(self.stack) < BEST_FIRST_MAX_FRONTIER:
-            for n in kids:
-                heapq.heappush(self.promising, (-n.center_margin, next(self.pushed), n))
-        return None
+        # a closed node's bound is final: the largest of its clauses' bounds; an open one's: that of its open clauses
+        bounds = np.where(is_open, np.max(np.where(open_, upper, -np.inf), axis=1), upper.max(axis=1)).tolist()
+        out = []
+        for i, (node, nb_open, can_split, split, cm, bound) in enumerate(zip(
+                nodes, is_open.tolist(), splittable.tolist(), splits.tolist(), center_margin.tolist(), bounds)):
+            node.upper, node.open, node.split, node.center_margin = upper[i], open_[i], split, cm
+            if not nb_open:  # every clause proven infeasible: closed
+                out.append(NodeBound(bound, leaf=True))
+            elif not can_split:  # open but cannot be split: the search ends `exhausted`
+                self.stuck.append(node)
+                out.append(NodeBound(bound, leaf=True))
+            else:
+                node.state = None if b.states is None else b.states[i]
+                out.append(NodeBound(bound))
+        return out
 
     def _scores(self, r: int, lo: np.ndarray, hi: np.ndarray, centers: np.ndarray, Y: np.ndarray,
                 masks: list[np.ndarray], open_: np.ndarray) -> np.ndarray:
@@ -164,62 +209,24 @@ class InputSplitSearch:
 
     # ---------------------------------------------------------------- driver
     def run(self, deadline: float) -> SearchOutcome:
-        for r, region in enumerate(self.f.regions):
-            cex = self._expand(r, region.lo[None, :], region.hi[None, :], [None])
-            if cex is not None:
-                return self._outcome(SAT, cex)
-            if past(deadline):
-                return self._outcome(TIMEOUT)
-        batches = 0
-        while self.stack:
-            if past(deadline):  # the timeout, the command deadline or Ctrl-C
-                return self._outcome(TIMEOUT)
-            if self.pgd_every and batches % self.pgd_every == self.pgd_every - 1:
-                # PGD inside the open node whose center is closest to unsafe (once per node)
-                best = max((n for n in self.stack if not n.taken), key=lambda n: n.center_margin, default=None)
-                if best is not None and np.isfinite(best.center_margin):
-                    best.center_margin = -np.inf
-                    cex = self._pgd_in(best, deadline)
-                    if cex is not None:
-                        return self._outcome(SAT, cex)
-            batches += 1
-            popped = self._take_batch()
-            by_region: dict[int, list[tuple[np.ndarray, np.ndarray, _Node]]] = {}
-            for node in popped:
-                s = node.split
-                mid = 0.5 * (node.lo[s] + node.hi[s])
-                left_hi, right_lo = node.hi.copy(), node.lo.copy()
-                left_hi[s], right_lo[s] = mid, mid
-                by_region.setdefault(node.region, []).extend([(node.lo, left_hi, node), (right_lo, node.hi, node)])
-            for r, kids in by_region.items():
-                lo = np.stack([k[0] for k in kids])
-                hi = np.stack([k[1] for k in kids])
-                cex = self._expand(r, lo, hi, [k[2] for k in kids])
-                if cex is not None:
-                    return self._outcome(SAT, cex)
-            for node in popped:
-                node.state = None  # its children carry their own
-        return self._outcome(EXHAUSTED if self.stuck else UNSAT)
-
-    def _take_batch(self) -> list[_Node]:
-        """Up to `batch_size` open nodes: a quarter best-first by center margin (finds
-        counterexamples), the rest depth-first from the stack (keeps the frontier small)."""
-        out: list[_Node] = []
-        want_best = self.batch_size // 4
-        while self.promising and len(out) < want_best:
-            node = heapq.heappop(self.promising)[2]
-            if not node.taken:
-                node.taken = True
-                out.append(node)
-        while self.stack and len(out) < self.batch_size:
-            node = self.stack.pop()
-            if not node.taken:
-                node.taken = True
-                out.append(node)
-        if len(self.promising) > 2 * len(self.stack) + 1000:  # drop the entries of expanded nodes
-            self.promising = [e for e in self.promising if not e[2].taken]
-            heapq.heapify(self.promising)
-        return out
+        self.deadline = deadline
+        res = branch_and_bound(self, deadline=earliest(deadline, command_deadline()), batch=self.batch_size,
+                               stop_at=0.0, frontier=self.frontier, interrupt=stop_requested)
+        if self.cex is not None:
+            status = SAT
+        elif res.stop == "closed":
+            status = EXHAUSTED if self.stuck else UNSAT
+        else:
+            status = TIMEOUT
+        # every leaf is closed, open or stuck, and the engine's upper bound covers them all: it
+        # bounds the spec's margin (not reported with sat, where nodes were left unbounded)
+        upper = float(res.upper) if status != SAT and np.isfinite(res.upper) else None
+        notes = []
+        if self.stuck:
+            notes.append(f"{len(self.stuck)} node(s) could not be closed and cannot be split further "
+                         "(too small, or too many input dimensions for input splitting)")
+        return SearchOutcome(status, self.cex, self.nodes, upper, res.open_nodes + len(self.stuck), self.max_depth,
+                             notes)
 
     def _pgd_in(self, node: _Node, deadline: float) -> Counterexample | None:
         """A short PGD run inside a node (its open clauses), then an LP over the activation region
@@ -234,19 +241,6 @@ class InputSplitSearch:
             if cex is not None:
                 return cex
         return None
-
-    def _outcome(self, status: str, cex: Counterexample | None = None) -> SearchOutcome:
-        # every leaf is closed, on the stack or stuck (nodes being split only when sat, where no
-        # upper bound is reported): the largest of their bounds bounds the spec's margin
-        frontier = [n for n in self.stack if not n.taken]
-        uppers = [self.closed_upper] + [n.key for n in frontier] + [n.key for n in self.stuck]
-        top = max(uppers)
-        upper = float(top) if status != SAT and np.isfinite(top) else None
-        notes = []
-        if self.stuck:
-            notes.append(f"{len(self.stuck)} node(s) could not be closed and cannot be split further "
-                         "(too small, or too many input dimensions for input splitting)")
-        return SearchOutcome(status, cex, self.nodes, upper, len(frontier) + len(self.stuck), self.max_depth, notes)
 
 
 __all__ = ["EXHAUSTED", "InputSplitSearch", "SAT", "SearchOutcome", "TIMEOUT", "UNSAT"]

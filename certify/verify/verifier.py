@@ -20,41 +20,19 @@ import numpy as np
 from models.box import Box
 from models.errors import BadInput
 from models.ir import Network
+from models.onnx_reference import OnnxReference, resolve_model
 from solvers.blas import single_threaded_blas
 from solvers.runtime import command_deadline, earliest, interrupted
 
 from ..certificate import Status, issue
 from .attack import Falsifier
-from .batch_bounds import BatchedSymbolicBounds
-from .node_bounds import NodeBounder
+from .node_bounds import BatchedSymbolicBounds, NodeBounder
 from .result import VerificationResult
-from .runtime import OnnxReference
 from .search import EXHAUSTED, SAT, TIMEOUT, UNSAT, InputSplitSearch
 from .spec import Spec
 from .vnnlib import load_vnnlib
 
 _RESULT = {SAT: "sat", UNSAT: "unsat", TIMEOUT: "timeout", EXHAUSTED: "unknown"}
-
-
-def _resolve_model(model: Network | str | os.PathLike, reference: OnnxReference | str | os.PathLike | None
-                   ) -> tuple[Network, OnnxReference, str, list[str]]:
-    notes: list[str] = []
-    if isinstance(model, Network):
-        net, name = model, model.name
-    elif isinstance(model, (str, os.PathLike)):
-        from models import load_onnx
-
-        net, name = load_onnx(model), os.fspath(model)
-        if reference is None:
-            reference = model
-    else:
-        raise BadInput(f"model must be a Network or the path of an ONNX file, got {type(model).__name__}")
-    if isinstance(reference, (str, os.PathLike)):
-        reference = OnnxReference.from_file(reference, net)
-    elif reference is None:
-        reference = OnnxReference.from_network(net)
-        notes.append("no ONNX source given: counterexamples are replayed in onnxruntime on a float64 ONNX export of the network")
-    return net, reference, name, notes
 
 
 def _witness_margin(net: Network, spec: Spec, x: np.ndarray | None) -> float | None:
@@ -95,7 +73,8 @@ def _verify(model, spec, timeout, reference, seed, bounder, attack_seconds, max_
     t0 = time.perf_counter()
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0:
         raise BadInput(f"timeout must be a positive number of seconds, got {timeout!r}")
-    net, reference, name, notes = _resolve_model(model, reference)
+    net, reference, name, resolved = resolve_model(model, reference)
+    notes = list(resolved)
     if not isinstance(spec, Spec):
         spec = load_vnnlib(spec)
     spec.check_model(net)

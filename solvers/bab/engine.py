@@ -3,27 +3,28 @@
 The engine maximises; a problem supplies three things (`BabProblem`): the root node, a sound bound
 of a node (`NodeBound`: an upper bound on the objective over the node's subset, optionally a
 feasible value below it, and whether the node is a leaf that cannot be split), and the children of
-a node (which must cover it). The engine keeps the open nodes in a max-heap and
+a node (which must cover it). The engine keeps the open nodes in a frontier (`frontier.BestFirst`,
+a max-heap, unless the caller picks another expansion order) and
 
     upper = max(bounds of the open nodes, bounds of the nodes already closed),
 
 so `upper` is a sound bound on the whole problem whenever the search stops (time limit, node
 limit, Ctrl-C); `lower` is the best value the problem reported (callers replay it). A node is
 closed when it is a leaf or its bound is at most the prune level max(target, lower). The same
-engine proves MILP dual bounds (`solvers.bab.milp`) and runs the network branch-and-bounds of
-verification and Lipschitz-at-scale, each with its own node bounds.
+engine proves MILP dual bounds (`solvers.bab.milp`) and runs the network searches: Lipschitz at
+scale, verification's input splitting (depth-first, stops at a counterexample) and PTR's
+split decisions (best-first, stops at a witness above the proposal), each with its own node bounds.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Protocol, TypeVar
 
 from ..runtime import interrupted
+from .frontier import BestFirst, Frontier
 
 N = TypeVar("N")
 
@@ -41,6 +42,10 @@ class NodeBound:
 
 class BabProblem(Protocol[N]):
     def root(self) -> N: ...
+
+    # optional, instead of `root`: several roots covering the problem (e.g. a union of regions),
+    # bounded together with `bound_many` when the search is batched
+    # def roots(self) -> list[N]: ...
 
     def bound(self, node: N) -> NodeBound: ...
 
@@ -80,8 +85,8 @@ class BabResult(Generic[N]):
     nodes: int
     open_nodes: int
     seconds: float
-    stop: str  # "closed" (tree exhausted), "gap", "above" (a value above the target), "time_limit",
-    #            "node_limit", "interrupted"
+    stop: str  # "closed" (tree exhausted), "gap", "above" (a value above the target, or at least
+    #            `stop_at`), "time_limit", "node_limit", "interrupted"
     max_depth: int = 0
     closed_bound: float = -math.inf  # largest bound among closed nodes (part of `upper`)
     open_bounds: list[float] = field(default_factory=list)
@@ -103,26 +108,31 @@ def branch_and_bound(
     lower: float = -math.inf,
     batch: int = 1,
     stop_above: bool = False,
+    stop_at: float | None = None,
+    frontier: Frontier | None = None,
+    interrupt: Callable[[], bool] = interrupted,
 ) -> BabResult:
     """Run the search. `target`: close nodes whose bound is <= target (prove upper <= target);
     `gap`: stop once upper - lower <= gap * |upper|; `deadline`: a `time.perf_counter()` value;
     `lower`: a value already known to be attained (prunes like the target); `stop_above`: a
-    decision "max <= target?": stop (stop "above") once a value above the target is attained.
+    decision "max <= target?": stop (stop "above") once a value above the target is attained;
+    `stop_at`: likewise once a value >= stop_at is attained (a counterexample to "max < stop_at?");
+    `frontier`: the open nodes and their expansion order (default `BestFirst`); `interrupt`: polled
+    every round, a stop request (stop "interrupted").
 
     `batch` > 1 with a problem that has `bound_many`: up to `batch` of the best open nodes are
     branched together and all their children bounded in one call (vectorised bounds amortise
     per-node overhead). Until the children are pushed, the largest bound of the nodes taken off
-    the heap stays part of `upper` (`pending`), so every stop keeps the bound sound."""
+    the frontier stays part of `upper` (`pending`), so every stop keeps the bound sound."""
     t0 = time.perf_counter()
-    counter = itertools.count()
-    heap: list[tuple[float, int, int, Any, NodeBound | None]] = []
+    front: Frontier = BestFirst() if frontier is None else frontier
     closed = -math.inf
     incumbent = None
     nodes = 0
     max_depth = 0
     last_report = t0
     stop = "closed"
-    # the bound of a node taken off the heap whose children are not all pushed yet (+inf before
+    # the bound of a node taken off the frontier whose children are not all pushed yet (+inf before
     # the root is bounded): an interruption must not lose that part of the search space
     pending = math.inf
     hard_stop = False
@@ -133,10 +143,10 @@ def branch_and_bound(
     def push(node, nb: NodeBound | None, bound: float, depth: int) -> None:
         nonlocal closed, max_depth
         max_depth = max(max_depth, depth)
-        if bound <= prune_level() or (nb is not None and nb.leaf):
+        if bound <= (target if target > lower else lower) or (nb is not None and nb.leaf):  # prune_level(), inlined
             closed = max(closed, bound)
             return
-        heapq.heappush(heap, (-bound, next(counter), depth, node, nb))
+        front.push((bound, depth, node, nb))
 
     def evaluate(node, depth: int) -> None:
         record(node, problem.bound(node), depth)
@@ -153,39 +163,47 @@ def branch_and_bound(
     branch_many = getattr(problem, "branch_many", None) if many is not None else None
 
     def current_upper() -> float:
-        top = -heap[0][0] if heap else -math.inf
-        return max(closed, top, lower, pending)
+        return max(closed, front.top(), lower, pending)
 
     try:
-        evaluate(problem.root(), 0)
+        roots = getattr(problem, "roots", None)
+        if roots is None:
+            evaluate(problem.root(), 0)
+        else:
+            starts = roots()
+            for node, nb in zip(starts, many(starts) if many is not None else [problem.bound(r) for r in starts],
+                                strict=True):
+                record(node, nb, 0)
         pending = -math.inf
-        while heap:
+        while front:
             if attained is not None:
                 lower = max(lower, attained())
             up = current_upper()
             if gap is not None and up - lower <= gap * abs(up):
                 stop = "gap"
                 break
-            if stop_above and lower > target:
+            if (stop_above and lower > target) or (stop_at is not None and lower >= stop_at):
                 stop = "above"
                 break
             if deadline is not None and time.perf_counter() >= deadline:
                 stop = "time_limit"
                 break
-            if interrupted():
+            if interrupt():
                 stop = "interrupted"
                 break
             if max_nodes is not None and nodes >= max_nodes:
                 stop = "node_limit"
                 break
             taken = []  # (depth, node, bound) of the nodes branched in this round
-            while heap and len(taken) < (batch if many is not None else 1):
-                neg, _, depth, node, nb = heapq.heappop(heap)
-                if -neg <= prune_level():  # the prune level rose since it was pushed
-                    closed = max(closed, -neg)
-                    continue
-                pending = max(pending, -neg)
-                taken.append((depth, node, nb))
+            want = batch if many is not None else 1
+            level = prune_level()
+            while front and len(taken) < want:
+                for bound, depth, node, nb in front.pop(want - len(taken)):
+                    if bound <= level:  # the prune level rose since it was pushed
+                        closed = max(closed, bound)
+                        continue
+                    pending = max(pending, bound)
+                    taken.append((depth, node, nb))
             kids = []
             groups = (branch_many([(node, nb) for _, node, nb in taken], prune_level()) if branch_many is not None
                       else [problem.branch(node, nb, prune_level()) for _, node, nb in taken])
@@ -207,14 +225,14 @@ def branch_and_bound(
             pending = -math.inf
             if progress is not None and time.perf_counter() - last_report >= progress_every:
                 last_report = time.perf_counter()
-                progress(BabProgress(lower, current_upper(), nodes, len(heap), last_report - t0))
+                progress(BabProgress(lower, current_upper(), nodes, len(front), last_report - t0))
     except KeyboardInterrupt:
         stop, hard_stop = "interrupted", True
     upper = current_upper()
-    result = BabResult(upper, lower, incumbent, nodes, len(heap), time.perf_counter() - t0, stop, max_depth, closed,
-                       sorted((-h[0] for h in heap), reverse=True)[:8])
+    result = BabResult(upper, lower, incumbent, nodes, len(front), time.perf_counter() - t0, stop, max_depth, closed,
+                       sorted(front.bounds(), reverse=True)[:8])
     if progress is not None:
-        progress(BabProgress(lower, upper, nodes, len(heap), result.seconds))
+        progress(BabProgress(lower, upper, nodes, len(front), result.seconds))
     if hard_stop:
         raise BabInterrupted(result)
     return result

@@ -22,6 +22,7 @@ from models.memory import BLOCK_BYTES, block_rows, fits, require_work, work_left
 
 from .blocked import abs_matmul, interval_matmul, right_abs_matmul, right_interval_matmul
 from .interval import affine_interval
+from .jacobian_interval import interval_jacobian
 from .jacobian_linear import linear_pass_upper
 from .types import ACTIVE, UNSTABLE
 
@@ -119,14 +120,8 @@ def clarke_norm_bound(weights: list[np.ndarray], s_lo: list[np.ndarray], s_hi: l
     if C is None:  # entrywise bound of the interval matrix
         # L, U, mag, their slope products and the products with W: about ten widest x n0 matrices
         with working(8.0 * 10 * widest * n0, what, JACOBIAN_ALTERNATIVE):
-            L = U = weights[0]
-            mag = np.abs(weights[0])
-            for sl, sh, W in zip(s_lo, s_hi, weights[1:]):
-                L, U = np.minimum(sl[:, None] * L, sh[:, None] * L), np.maximum(sl[:, None] * U, sh[:, None] * U)
-                L, U = interval_matmul(W, L, U, what)
-                mag = abs_matmul(W, sh[:, None] * mag, what)
-            B = np.maximum(np.abs(L), np.abs(U)) + 4.0 * gamma(length) * mag
-            return operator_norm_upper(B, p, str(q))
+            L, U = interval_jacobian(weights, s_lo, s_hi, chain=length, what=what)
+            return operator_norm_upper(np.maximum(np.abs(L), np.abs(U)), p, str(q))
     rows = [s[None, :] for s in s_lo], [s[None, :] for s in s_hi]
     return float(_functional_bounds(weights, rows[0], rows[1], p, C, length, linear_above, deadline)[0])
 

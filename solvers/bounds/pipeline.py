@@ -1,8 +1,16 @@
-"""Progressive bound tightening, layer by layer: interval -> symbolic -> LP (MIPVerify-style).
+"""The bound engine: progressive tightening, layer by layer, interval -> symbolic -> LP (MIPVerify-style),
+for one box or a batch of boxes.
 
 Layer j is bounded from the final bounds of layers < j; each step is intersected with the previous
-one and the LP step only touches neurons still unstable. Step times and unstable counts are
-recorded so their effect can be measured (`NetworkBounds.steps`).
+one and with the parent's bounds when given (a child box lies inside its parent: its bounds are
+never looser), and the LP step only touches neurons still unstable. Branch-and-bound nodes also
+pass fixed ReLU phases. Step times and unstable counts are recorded so their effect can be
+measured (`NetworkBounds.steps`). What each step does is chosen by one `BoundOptions`.
+
+Two savings of the batched symbolic step, both sound because a child box lies inside its parent:
+a neuron stable on the parent is stable on the child, so only neurons still unstable are
+back-substituted again; and neurons inactive on every box of the batch are dropped from the
+back-substitution (`symbolic.LiveLayers`: their coefficients are exact zeros).
 """
 
 from __future__ import annotations
@@ -13,12 +21,14 @@ from typing import Literal
 import numpy as np
 
 from models.errors import BadInput
-from models.ir import Network
+from models.ir import Affine, Network
+from models.memory import fits
 
 from ..choices import BOUND_METHODS
 from .interval import affine_interval, magnitudes
 from .lp import lp_tighten_layer
-from .symbolic import relu_relaxation, symbolic_layer_bounds
+from .options import BoundOptions
+from .symbolic import LiveLayers, backsubstitute_upper, best_of_slopes, optimized_slopes_bound, row_block
 from .types import NetworkBounds, StepStats, phases, relu_blocks
 
 BoundMethod = Literal["interval", "symbolic", "lp"]
@@ -36,77 +46,186 @@ def network_bounds(
     fixed: list[np.ndarray] | None = None,
     prior: NetworkBounds | None = None,
 ) -> NetworkBounds | None:
-    """Sound pre-activation bounds of every ReLU layer of `net` over lo <= x <= hi.
-
-    `method` is the last step of the pipeline: "interval", "symbolic" (interval then CROWN-style
-    back-substitution) or "lp" (then LP tightening of the remaining unstable neurons, stopping at
-    `lp_deadline`, a `time.perf_counter()` value). `lp_output` also LP-tightens the output bounds.
+    """Sound pre-activation bounds of every ReLU layer of `net` over lo <= x <= hi: `bound_boxes`
+    for a batch of one box with `BoundOptions(method, lp_deadline=..., lp_output=...)`.
 
     Branch-and-bound nodes pass `fixed` (per ReLU layer: +1 neuron assumed active, -1 inactive,
     0 free) and `prior` (the parent's bounds, intersected layer by layer): the bounds then hold
     on the part of the box where the fixed phases hold, and None means that part is empty.
     """
-    if method not in METHODS:
-        raise BadInput(f"unknown bounds method {method!r}; choose one of {', '.join(METHODS)}")
+    options = BoundOptions(method=method, lp_deadline=lp_deadline, lp_output=lp_output)
     lo = np.asarray(lo, dtype=np.float64)
     hi = np.asarray(hi, dtype=np.float64)
     if lo.shape != (net.input_dim,) or hi.shape != (net.input_dim,) or np.any(lo > hi):
         raise BadInput(f"the input box must be two vectors of {net.input_dim} values with lo <= hi")
-    blocks = relu_blocks(net)
+    nb = bound_boxes(relu_blocks(net), lo[None], hi[None], options,
+                     parents=None if prior is None else NetworkBounds.stack([prior]),
+                     fixed=None if fixed is None else [np.asarray(f)[None] for f in fixed])
+    if nb.empty[0]:
+        return None  # the fixed phases contradict each other on this box
+    one = nb.box(0)
+    one.steps = nb.steps
+    return one
+
+
+def bound_boxes(
+    blocks: list[Affine],
+    lo: np.ndarray,
+    hi: np.ndarray,
+    options: BoundOptions = BoundOptions(),
+    *,
+    parents: NetworkBounds | None = None,
+    fixed: list[np.ndarray] | None = None,
+    sens: list | None = None,
+) -> NetworkBounds:
+    """Sound bounds of every layer of the network `blocks` (`relu_blocks`) over each box
+    lo[b] <= x <= hi[b] (B, n): a `NetworkBounds` of (B, n_j) arrays.
+
+    `parents`: bounds (a batch of B) of boxes containing them, intersected layer by layer.
+    `fixed` (per ReLU layer, (B, n_j): +1 assumed active, -1 inactive, 0 free): each box's bounds
+    hold on the part of the box where its phases hold; `empty[b]` marks the boxes where that part
+    is empty (the phases contradict sound bounds; their bounds are placeholders). Without fixed
+    phases crossing bounds are an internal error.
+    With `sens` (a list), appends per ReLU layer the sensitivity of each neuron to each input,
+    |a_up| + |a_lo| of its linear bounds (B, n_j, n), for split hints (`rows` "all" or "unstable").
+    """
+    B = lo.shape[0]
+    K = len(blocks) - 1
+    steps = {name: StepStats(name) for name in METHODS[: METHODS.index(options.method) + 1]}
+    empty = np.zeros(B, dtype=bool)
     mags = magnitudes([b.weight for b in blocks], [b.bias for b in blocks], lo, hi)
-    steps = {name: StepStats(name) for name in METHODS[: METHODS.index(method) + 1]}
+    live = LiveLayers(blocks)
     pre_lo: list[np.ndarray] = []
     pre_hi: list[np.ndarray] = []
-    relax: list = []  # relaxations of the layers bounded so far (symbolic step)
-    n_relu = len(blocks) - 1
-    for j in range(len(blocks)):
+    prev_lo, prev_hi = lo, hi
+    for j in range(K + 1):
         t = time.perf_counter()
-        if j == 0:
-            prev_lo, prev_hi = lo, hi
-        else:
-            prev_lo, prev_hi = np.maximum(pre_lo[-1], 0.0), np.maximum(pre_hi[-1], 0.0)
         l, u = affine_interval(blocks[j].weight, blocks[j].bias, prev_lo, prev_hi)
         steps["interval"].seconds += time.perf_counter() - t
-        _count(steps["interval"], j, n_relu, l, u)
-        if prior is not None:  # a sub-box of the prior's: never looser than its bounds
-            pl, pu = (prior.pre_lo[j], prior.pre_hi[j]) if j < n_relu else (prior.out_lo, prior.out_hi)
+        _count(steps["interval"], j, K, l, u)
+        if parents is not None:  # sub-boxes of the parents': never looser than their bounds
+            pl, pu = (parents.pre_lo[j], parents.pre_hi[j]) if j < K else (parents.out_lo, parents.out_hi)
             l, u = np.maximum(l, pl), np.minimum(u, pu)
-        if j > 0 and "symbolic" in steps:
+        if j > 0 and options.symbolic and (j < K or options.symbolic_output):
             t = time.perf_counter()
-            # with a prior, only neurons still unstable need back-substitution (the rest keep their
-            # phase on any sub-box); without one every neuron is bounded (sizes the next layers)
-            rows = None if prior is None or j == n_relu else np.flatnonzero((l < 0) & (u > 0))
-            if rows is None or rows.size:
-                while len(relax) < j:
-                    relax.append(relu_relaxation(pre_lo[len(relax)], pre_hi[len(relax)]))
-                ls, us = symbolic_layer_bounds(blocks, pre_lo, pre_hi, j, lo, hi, mags[j], rows, relax)
-                if rows is None:
-                    l, u = np.maximum(l, ls), np.minimum(u, us)
-                else:
-                    l[rows], u[rows] = np.maximum(l[rows], ls), np.minimum(u[rows], us)
+            if options.rows == "per-box" and j < K and sens is None:
+                _rebound_per_box(live, j, l, u, lo, hi, mags[j], options)
+            else:
+                every = j == K or (options.rows == "all" and parents is None)
+                _rebound(live, j, l, u, lo, hi, mags[j], options, every, sens)
             steps["symbolic"].seconds += time.perf_counter() - t
+        elif sens is not None and j < K:
+            sens.append(np.broadcast_to(np.abs(blocks[0].weight), (B,) + blocks[0].weight.shape) if j == 0
+                        else np.zeros((B, blocks[j].out_dim, lo.shape[1])))
         if "symbolic" in steps:
-            _count(steps["symbolic"], j, n_relu, l, u)
-        if j > 0 and "lp" in steps and (j < n_relu or lp_output):
+            _count(steps["symbolic"], j, K, l, u)
+        if j > 0 and "lp" in steps and (j < K or options.lp_output):
             t = time.perf_counter()
-            l, u, lps = lp_tighten_layer(blocks, pre_lo + [l], pre_hi + [u], j, lo, hi, deadline=lp_deadline)
+            for b in range(B):
+                l[b], u[b], lps = lp_tighten_layer(blocks, [p[b] for p in pre_lo] + [l[b]], [p[b] for p in pre_hi] + [u[b]],
+                                                   j, lo[b], hi[b], deadline=options.lp_deadline)
+                steps["lp"].lps += lps
             steps["lp"].seconds += time.perf_counter() - t
-            steps["lp"].lps += lps
         if "lp" in steps:
-            _count(steps["lp"], j, n_relu, l, u)
-        if fixed is not None and j < n_relu:
-            l = np.where(fixed[j] > 0, np.maximum(l, 0.0), l)
-            u = np.where(fixed[j] < 0, np.minimum(u, 0.0), u)
-        if np.any(l > u):
-            if fixed is not None:
-                return None  # the fixed phases contradict each other on this box
-            # two sound bounds cannot cross
+            _count(steps["lp"], j, K, l, u)
+        if fixed is not None:
+            if j < K:
+                l = np.where(fixed[j] > 0, np.maximum(l, 0.0), l)
+                u = np.where(fixed[j] < 0, np.minimum(u, 0.0), u)
+            # sound bounds of the phase-restricted part that cross: that part is empty
+            empty |= np.any(l > u, axis=1)
+            u = np.where(empty[:, None], np.maximum(u, l), u)  # finite placeholders
+        elif np.any(l > u):  # two sound bounds cannot cross
             raise RuntimeError(f"internal error: crossing bounds in layer {j}; please report this model")
         pre_lo.append(l)
         pre_hi.append(u)
+        if j < K:
+            if options.symbolic:
+                live.add(l, u)
+            prev_lo, prev_hi = np.maximum(l, 0.0), np.maximum(u, 0.0)
     out_lo, out_hi = pre_lo.pop(), pre_hi.pop()
-    bounds = NetworkBounds(lo, hi, pre_lo, pre_hi, out_lo, out_hi, method, list(steps.values()))
-    return bounds
+    return NetworkBounds(lo, hi, pre_lo, pre_hi, out_lo, out_hi, options.method, list(steps.values()), empty,
+                         relaxed=(live, mags))
+
+
+def _rebound(live: LiveLayers, j: int, l: np.ndarray, u: np.ndarray, lo, hi, mag, options: BoundOptions,
+             every: bool, sens: list | None) -> None:
+    """Back-substitute, in place, rows +-e_i of layer j: every neuron, or those unstable in some box
+    (the only ones worth re-bounding below a parent), built block by block (never the n x n identity)."""
+    B, n = l.shape
+    idx = np.arange(n) if every else np.flatnonzero(np.any((l < 0) & (u > 0), axis=0))
+    if sens is not None:
+        s_j = np.zeros((B, n, lo.shape[1]))
+    step = max(idx.size, 1) if sens is not None else max(row_block(live.blocks, j, 2 * idx.size, n, B) // 2, 1)
+    for s in range(0, idx.size, step):
+        rows = idx[s:s + step]
+        k = rows.size
+        part = slice(s, s + k) if every else rows  # (every neuron: in place through views)
+        C = np.zeros((2 * k, n))
+        C[np.arange(k), rows] = 1.0
+        C[k + np.arange(k), rows] = -1.0
+        up, lam = backsubstitute_upper(live, j, C, lo, hi, mag)
+        if options.lower_slopes != "crown":
+            up = best_of_slopes(live, j, C, lo, hi, mag, up)
+        u[:, part] = np.minimum(u[:, part], up[:, :k])
+        l[:, part] = np.maximum(l[:, part], -up[:, k:])
+        if sens is not None:
+            s_j[:, part] = np.abs(lam[:, :k]) + np.abs(lam[:, k:])
+    if sens is not None:
+        sens.append(s_j)
+
+
+def _rebound_per_box(live: LiveLayers, j: int, l: np.ndarray, u: np.ndarray, lo, hi, mag,
+                     options: BoundOptions) -> None:
+    """Back-substitute, in place, each box's own unstable neurons of layer j (padded to the
+    largest count with repeats of a neuron of the box, which bound it again harmlessly)
+    rather than every neuron unstable in some box of the batch. With optimised slopes, only
+    the neurons the fixed slopes left unstable are bounded again."""
+    rows = _unstable_rows(l, u)
+    if rows is None:
+        return
+    C, idx = rows
+    up, _ = backsubstitute_upper(live, j, C, lo, hi, mag)
+    if options.lower_slopes != "crown":
+        up = best_of_slopes(live, j, C, lo, hi, mag, up)
+    _tighten(l, u, idx, up)
+    if options.lower_slopes != "alpha" or not options.alpha_steps:
+        return
+    from .alpha import WORK, optimization_bytes, optimization_work
+
+    rows = _unstable_rows(l, u)
+    if rows is None or optimization_work(live, j, C.shape[0], rows[0].shape[1], options.alpha_steps) > WORK:
+        return
+    if not fits(optimization_bytes(live, j, C.shape[0], rows[0].shape[1])):
+        return  # an optional tightening: the fixed slopes' bounds stand
+    C, idx = rows
+    _tighten(l, u, idx, optimized_slopes_bound(live, j, C, lo, hi, mag, options.alpha_steps))
+
+
+def _unstable_rows(l: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(C, idx): rows +-e_i (B, 2R, n) of each box's unstable neurons idx (B, R), padded with
+    repeats of the box's first neuron in that order; None when no box has one."""
+    unstable = (l < 0) & (u > 0)
+    R = int(unstable.sum(axis=1).max())
+    if R == 0:
+        return None
+    B, n = l.shape
+    order = np.argsort(~unstable, axis=1, kind="stable")[:, :R]  # each box's unstable first
+    idx = np.where(np.take_along_axis(unstable, order, axis=1), order, order[:, :1])
+    C = np.zeros((B, 2 * R, n))
+    ar = np.arange(B)[:, None]
+    C[ar, np.arange(R)[None, :], idx] = 1.0
+    C[ar, R + np.arange(R)[None, :], idx] = -1.0
+    return C, idx
+
+
+def _tighten(l: np.ndarray, u: np.ndarray, idx: np.ndarray, up: np.ndarray) -> None:
+    """Intersect, in place, the bounds of neurons idx (B, R) with the rows' bounds up (B, 2R)
+    (a padded repeat bounds its neuron again: sound all the same)."""
+    R = idx.shape[1]
+    ar = np.broadcast_to(np.arange(idx.shape[0])[:, None], idx.shape)
+    np.minimum.at(u, (ar, idx), up[:, :R])
+    np.maximum.at(l, (ar, idx), -up[:, R:])
 
 
 def _count(step: StepStats, j: int, n_relu: int, l: np.ndarray, u: np.ndarray) -> None:
@@ -124,4 +243,4 @@ def unstable_after_each_step(net: Network, lo: np.ndarray, hi: np.ndarray) -> di
     return out
 
 
-__all__ = ["METHODS", "BoundMethod", "network_bounds", "unstable_after_each_step", "phases"]
+__all__ = ["METHODS", "BoundMethod", "bound_boxes", "network_bounds", "unstable_after_each_step", "phases"]

@@ -12,8 +12,21 @@ import numpy as np
 from models.ir import Affine
 
 from .interval import affine_interval, magnitudes
-from .symbolic import backsubstitute_upper, relu_relaxation
+from .symbolic import LiveLayers, backsubstitute_upper
 from .types import NetworkBounds
+
+
+def relaxed_layers(blocks: list[Affine], nb: NetworkBounds) -> tuple[LiveLayers, list[np.ndarray]]:
+    """The relaxed ReLU layers and magnitudes of nb's boxes (a batch, or one box as a batch of one):
+    those the bound engine kept, or rebuilt from the bounds."""
+    if nb.relaxed is not None:
+        return nb.relaxed
+    one = nb.lo.ndim == 1
+    lo, hi = (nb.lo[None], nb.hi[None]) if one else (nb.lo, nb.hi)
+    live = LiveLayers(blocks)
+    for l, u in zip(nb.pre_lo, nb.pre_hi):
+        live.add(l[None] if one else l, u[None] if one else u)
+    return live, magnitudes([b.weight for b in blocks], [b.bias for b in blocks], lo, hi)
 
 
 def output_row_bounds(blocks: list[Affine], nb: NetworkBounds, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -21,10 +34,9 @@ def output_row_bounds(blocks: list[Affine], nb: NetworkBounds, rows: np.ndarray)
     C = np.atleast_2d(np.asarray(rows, dtype=np.float64))
     k, last = C.shape[0], len(blocks) - 1
     from_outputs = affine_interval(C, 0.0, nb.out_lo, nb.out_hi)
-    relax = [relu_relaxation(l, u) for l, u in zip(nb.pre_lo, nb.pre_hi)]
-    mag = magnitudes([b.weight for b in blocks], [b.bias for b in blocks], nb.lo, nb.hi)[last]
-    both = backsubstitute_upper(blocks, relax, last, np.vstack([C, -C]), nb.lo, nb.hi, mag)
+    live, mags = relaxed_layers(blocks, nb)
+    both = backsubstitute_upper(live, last, np.vstack([C, -C]), nb.lo[None], nb.hi[None], mags[last])[0][0]
     return np.maximum(from_outputs[0], -both[k:]), np.minimum(from_outputs[1], both[:k])
 
 
-__all__ = ["output_row_bounds"]
+__all__ = ["output_row_bounds", "relaxed_layers"]

@@ -1,24 +1,26 @@
-"""Symbolic (CROWN/DeepPoly-style) bounds by back-substitution to the input box.
+"""Symbolic (CROWN/DeepPoly-style) bounds by back-substitution to the input box, for a batch of boxes.
 
 A ReLU with bounds l < 0 < u is relaxed by  alpha z <= relu(z) <= u (z - l) / (u - l)  with the
 adaptive lower slope alpha = 1 if u > -l else 0 (CROWN); stable ReLUs are exact (slope 0 or 1).
-The bound of a linear function of z_j is obtained by substituting these relaxations layer by layer
-down to the input and maximising over the box.
+Any lower slope in [0, 1] is sound: `best_of_slopes` also tries the lines parallel to the upper
+ones and CROWN's other choice, `optimized_slopes_bound` slopes optimised per row (`alpha`). The
+bound of a linear function of z_j is obtained by substituting the relaxations layer by layer down
+to the input and maximising over the box. Boxes are rows of (B, n) arrays (one box: B = 1).
 
 Rounding: the back-substituted sums are bounded by the absolute-value forward pass (each layer at
 most doubles it through the relaxation intercepts), so the float64 result is widened by
-4 * 2^j * gamma(N) * magnitude, with N the total length of the summation chains.
+4 * 2^j * gamma(N) * magnitude, with N the total length of the summation chains; that bound holds
+for any summation order, and the neurons dropped below (inactive on every box) add exact zeros.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from models.ir import Affine
-
-from models.memory import block_rows
+from models.memory import block_rows, fits, require_work
 
 from ..rounding import widen
 from .types import ACTIVE, INACTIVE, phases
@@ -26,12 +28,12 @@ from .types import ACTIVE, INACTIVE, phases
 
 @dataclass(frozen=True)
 class ReluRelaxation:
-    """Linear bounds  lo_slope z + lo_icpt <= relu(z) <= up_slope z + up_icpt  per neuron."""
+    """Linear bounds  lo_slope z <= relu(z) <= up_slope z + up_icpt  per neuron (every sound lower
+    line of a ReLU through the origin: slope in [0, 1], no intercept)."""
 
     up_slope: np.ndarray
     up_icpt: np.ndarray
     lo_slope: np.ndarray
-    lo_icpt: np.ndarray
 
 
 def relu_relaxation(l: np.ndarray, u: np.ndarray) -> ReluRelaxation:
@@ -43,83 +45,179 @@ def relu_relaxation(l: np.ndarray, u: np.ndarray) -> ReluRelaxation:
     up_icpt = np.where(unstable, -up_slope * l, 0.0)
     lo_slope = np.where(ph == ACTIVE, 1.0, np.where(unstable & (u > -l), 1.0, 0.0))
     lo_slope = np.where(ph == INACTIVE, 0.0, lo_slope)
-    return ReluRelaxation(up_slope, up_icpt, lo_slope, np.zeros_like(l))
+    return ReluRelaxation(up_slope, up_icpt, lo_slope)
 
 
-def backsubstitute_upper(
-    blocks: list[Affine],
-    relax: list[ReluRelaxation],
-    j: int,
-    coeff: np.ndarray,
-    lo: np.ndarray,
-    hi: np.ndarray,
-    mag: np.ndarray,
-) -> np.ndarray:
-    """Sound upper bounds of the rows of coeff @ z_j over the box, z_j = A_j(relu(z_{j-1})) ...
+def _unstable(r: ReluRelaxation) -> np.ndarray:
+    return (r.up_slope > 0.0) & (r.up_slope < 1.0)
 
-    `relax[t]` relaxes ReLU layer t < j; `mag` bounds |z_j| (absolute-value forward pass).
-    Rows are independent: when their working arrays do not fit in the memory budget they are
-    back-substituted in blocks of rows (`row_block`).
+
+def _parallel_lower(r: ReluRelaxation) -> ReluRelaxation:
+    """Lower lines s z with s = u / (u - l), parallel to the upper line (any s in [0, 1] bounds
+    relu(z) from below on every z: 0 >= s z for z < 0, z >= s z for z >= 0)."""
+    return replace(r, lo_slope=np.where(_unstable(r), r.up_slope, r.lo_slope))
+
+
+def _flipped_lower(r: ReluRelaxation) -> ReluRelaxation:
+    """The other of CROWN's two slopes (0 <-> 1) on every unstable neuron."""
+    return replace(r, lo_slope=np.where(_unstable(r), 1.0 - r.lo_slope, r.lo_slope))
+
+
+class LiveLayers:
+    """The relaxed ReLU layers of a batch, restricted to neurons alive (not inactive) in some box.
+
+    A neuron inactive on every box has slope and intercept 0 in every relaxation: its column of
+    the back-substituted coefficients is exactly zero, so dropping it changes no bound (only the
+    summation order, which the rounding allowance covers). Where the restricted copy of a weight
+    matrix would not fit in the memory budget the layer keeps every neuron (no copy).
     """
-    k = row_block(blocks, j, coeff.shape[0], coeff.shape[1])
-    if k >= coeff.shape[0]:
-        return _rows_upper(blocks, relax, j, coeff, lo, hi, mag)
-    return np.concatenate([_rows_upper(blocks, relax, j, coeff[s:s + k], lo, hi, mag)
-                           for s in range(0, coeff.shape[0], k)])
+
+    def __init__(self, blocks: list[Affine]) -> None:
+        self.blocks = blocks
+        self.keep: list[np.ndarray] = []  # alive neurons of ReLU layer t
+        self.relax: list[ReluRelaxation] = []  # relu_relaxation restricted to them, (B, |keep_t|) arrays
+        self.weight: list[np.ndarray] = []  # W_t restricted to alive outputs (rows) and alive inputs
+        self.bias: list[np.ndarray] = []
+
+    def add(self, l: np.ndarray, u: np.ndarray) -> None:
+        """Relax ReLU layer t = len(self.keep) from its final bounds (B, n_t)."""
+        t = len(self.keep)
+        n = l.shape[1]
+        W = self.blocks[t].weight
+        keep = np.flatnonzero(np.any(u > 0, axis=0)) if l.shape[0] > 1 else None
+        cols = W.shape[1] if t == 0 else self.keep[t - 1].size
+        # one box keeps every neuron (its products then sum exactly as a single box's always did),
+        # and so does a layer whose restricted copy would not fit in the memory budget
+        if keep is None or not fits(8.0 * keep.size * cols):
+            keep = np.arange(n)
+            if t > 0 and self.keep[t - 1].size < W.shape[1]:
+                W = W[:, self.keep[t - 1]]
+            self.relax.append(relu_relaxation(l, u))
+            self.bias.append(self.blocks[t].bias)
+        else:
+            W = W[keep] if t == 0 else W[keep][:, self.keep[t - 1]]
+            self.relax.append(relu_relaxation(l[:, keep], u[:, keep]))
+            self.bias.append(self.blocks[t].bias[keep])
+        self.keep.append(keep)
+        self.weight.append(W)
+
+    def inputs_of(self, j: int) -> np.ndarray | slice:
+        """Columns of W_j that can be nonzero after the ReLUs (all inputs for j = 0)."""
+        if j == 0 or (self.keep[j - 1].size == self.blocks[j].in_dim and self.relax[j - 1].up_slope.shape[0] == 1):
+            return slice(None)
+        return self.keep[j - 1]
+
+    def with_relaxations(self, relax: list[ReluRelaxation]) -> "LiveLayers":
+        """The same layers relaxed by `relax` instead."""
+        other = LiveLayers(self.blocks)
+        other.keep, other.relax, other.weight, other.bias = self.keep, list(relax), self.weight, self.bias
+        return other
 
 
-def row_block(blocks: list[Affine], j: int, rows: int, width: int) -> int:
-    """How many rows (each `width` coefficients on z_j) to back-substitute at once within the budget:
-    all of them when they fit. Per row: the coefficients and about six vectors of the widest layer
-    (lambda, its positive and negative parts, their relaxed products)."""
+def _row_bytes(blocks: list[Affine], j: int, width: int, boxes: int, kept: int) -> float:
+    """Working bytes per back-substituted row (each `width` coefficients on z_j), per box: the
+    coefficients, about six vectors of the widest layer (lambda, its mask, positive part, relaxed
+    products) and `kept` recorded intercepts."""
     widest = max([blocks[t].in_dim for t in range(j + 1)] + [width])
-    return block_rows(rows, 8.0 * (2 * width + 6 * widest), f"symbolic (CROWN) bounds of layer {j}",
-                      alternative="use interval bounds (--bounds interval), which need no back-substitution")
+    return 8.0 * boxes * (2 * width + 6 * widest + kept)
 
 
-def _rows_upper(blocks, relax, j, coeff, lo, hi, mag) -> np.ndarray:
+def row_block(blocks: list[Affine], j: int, rows: int, width: int, boxes: int = 1, kept: int = 0) -> int:
+    """How many rows to back-substitute at once within the budget: all of them when they fit."""
+    return block_rows(rows, _row_bytes(blocks, j, width, boxes, kept), _what(j, boxes), alternative=SYMBOLIC_ALTERNATIVE)
+
+
+SYMBOLIC_ALTERNATIVE = "use interval bounds (--bounds interval), which need no back-substitution"
+
+
+def _what(j: int, boxes: int) -> str:
+    return f"symbolic (CROWN) bounds of layer {j}" + (f" of {boxes} boxes" if boxes > 1 else "")
+
+
+def backsubstitute_upper(live: LiveLayers, j: int, coeff: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                         mag: np.ndarray, gaps: dict[int, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Sound upper bounds (B, R) of the rows coeff (R, n_j, or (B, R, n_j): rows per box) of z_j
+    over each box [lo, hi] (B, n), and the input coefficients (B, R, n) of the back-substituted
+    linear upper bound. `mag` (B, n_j) bounds |z_j| (`interval.magnitudes`). With `gaps`, also
+    records per ReLU layer t the intercept each alive neuron adds to the bound (B, R, |alive_t|):
+    the relaxation looseness that splitting can remove (a split hint only).
+
+    Rows are independent: when their working arrays do not fit in the memory budget they are
+    back-substituted in blocks of rows (then no coefficients are returned, and no gaps allowed)."""
+    R, B = coeff.shape[-2], lo.shape[0]
+    kept = sum(live.blocks[t].out_dim for t in range(j)) if gaps is not None else 0
+    k = row_block(live.blocks, j, R, coeff.shape[-1], B, kept)
+    if k >= R:
+        return _rows_upper(live, j, coeff, lo, hi, mag, gaps)
+    if gaps is not None:  # split hints need every row at once: refused (the whole does not fit)
+        require_work(R * _row_bytes(live.blocks, j, coeff.shape[-1], B, kept), _what(j, B), SYMBOLIC_ALTERNATIVE)
+    return np.concatenate([_rows_upper(live, j, coeff[..., s:s + k, :], lo, hi, mag, None)[0]
+                           for s in range(0, R, k)], axis=1), None
+
+
+def _rows_upper(live: LiveLayers, j: int, coeff, lo, hi, mag, gaps) -> tuple[np.ndarray, np.ndarray]:
     """`backsubstitute_upper` of one block of rows (the arguments are the same)."""
-    lam = coeff @ blocks[j].weight
-    const = coeff @ blocks[j].bias
+    blocks = live.blocks
+    B = lo.shape[0]
+    # one box with shared rows: plain matrix products over (R, n) rows (a batch's einsums sum in
+    # another order; both are covered by the same allowance, this keeps one box's floats)
+    one = B == 1 and coeff.ndim == 2
+
+    def box(a):  # a per-box array as it meets the rows
+        return a[0] if one else (a if a.ndim == 3 else a[:, None, :])
+
+    def rowdot(x, v):  # sum over n of rows x (.., R, n) times the per-box vector v (B, n)
+        return x @ v[0] if one else np.einsum("brn,bn->br", x, v)
+
+    W_j = blocks[j].weight[:, live.inputs_of(j)]
+    if coeff.ndim == 3:  # rows of their own per box (B, R, n_j)
+        lam, const = coeff @ W_j, coeff @ blocks[j].bias
+        row_mag = np.einsum("bn,brn->br", mag, np.abs(coeff))
+    elif one:
+        lam, const = coeff @ W_j, coeff @ blocks[j].bias
+        row_mag = np.abs(coeff) @ mag[0]
+    else:
+        lam = np.broadcast_to(coeff @ W_j, (B, coeff.shape[0], W_j.shape[1]))
+        const = np.broadcast_to(coeff @ blocks[j].bias, (B, coeff.shape[0]))
+        row_mag = mag @ np.abs(coeff).T
     length = blocks[j].in_dim + 1
     for t in range(j - 1, -1, -1):
-        r = relax[t]
-        lam_pos = np.maximum(lam, 0.0)
-        lam_neg = np.minimum(lam, 0.0)
-        const = const + lam_pos @ r.up_icpt + lam_neg @ r.lo_icpt
-        lam = lam_pos * r.up_slope + lam_neg * r.lo_slope
-        const = const + lam @ blocks[t].bias
-        lam = lam @ blocks[t].weight
+        r = live.relax[t]
+        # lam_pos * up + lam_neg * lo (one of the two products is an exact zero)
+        lam_pos, lam_neg = np.maximum(lam, 0.0), np.minimum(lam, 0.0)
+        if gaps is not None:
+            gaps[t] = lam_pos * box(r.up_icpt) if not one else (lam_pos * r.up_icpt[0])[None]
+        const = const + rowdot(lam_pos, r.up_icpt)
+        lam = lam_pos * box(r.up_slope) + lam_neg * box(r.lo_slope)
+        const = const + lam @ live.bias[t]
+        lam = lam @ live.weight[t]
         length += blocks[t].in_dim + 2
-    upper = const + np.maximum(lam, 0.0) @ hi + np.minimum(lam, 0.0) @ lo
-    _, upper = widen(upper, upper, np.abs(coeff) @ mag, length + coeff.shape[1], factor=4.0 * 2.0**j)
-    return upper
+    upper = const + rowdot(np.maximum(lam, 0.0), hi) + rowdot(np.minimum(lam, 0.0), lo)
+    _, upper = widen(upper, upper, row_mag, length + coeff.shape[-1], factor=4.0 * 2.0**j)
+    return (upper[None], lam[None]) if one else (upper, lam)
 
 
-def symbolic_layer_bounds(
-    blocks: list[Affine],
-    pre_lo: list[np.ndarray],
-    pre_hi: list[np.ndarray],
-    j: int,
-    lo: np.ndarray,
-    hi: np.ndarray,
-    mag: np.ndarray,
-    rows: np.ndarray | None = None,
-    relax: list[ReluRelaxation] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Bounds of z_j (only its `rows` when given) from the bounds of z_0..z_{j-1}; `relax` may
-    pass the layers' relaxations already computed."""
-    if relax is None:
-        relax = [relu_relaxation(pre_lo[t], pre_hi[t]) for t in range(j)]
-    n = blocks[j].out_dim
-    idx = np.arange(n) if rows is None else np.asarray(rows)
-    # rows +e_i and -e_i of the neurons, built block by block (never the n x n identity)
-    step = max(row_block(blocks, j, 2 * idx.size, n) // 2, 1)
-    lower, upper = np.empty(idx.size), np.empty(idx.size)
-    for s in range(0, idx.size, step):
-        part = idx[s:s + step]
-        eye = np.zeros((part.size, n))
-        eye[np.arange(part.size), part] = 1.0
-        both = _rows_upper(blocks, relax, j, np.vstack([eye, -eye]), lo, hi, mag)
-        lower[s:s + step], upper[s:s + step] = -both[part.size:], both[:part.size]
-    return lower, upper
+def best_of_slopes(live: LiveLayers, j: int, coeff: np.ndarray, lo: np.ndarray, hi: np.ndarray, mag: np.ndarray,
+                   up: np.ndarray) -> np.ndarray:
+    """min(up, the rows back-substituted again with the parallel and with the flipped lower slopes
+    of the unstable ReLUs): each result is sound, so the smallest is (alpha-CROWN's idea with
+    three fixed slopes, no optimiser). `up`: the bounds with CROWN's slopes."""
+    for variant in (_parallel_lower, _flipped_lower):
+        other = live.with_relaxations([variant(r) for r in live.relax])
+        up = np.minimum(up, backsubstitute_upper(other, j, coeff, lo, hi, mag)[0])
+    return up
+
+
+def optimized_slopes_bound(live: LiveLayers, j: int, coeff: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                           mag: np.ndarray, iterations: int) -> np.ndarray:
+    """Upper bounds of the rows back-substituted with lower slopes optimised per row (`alpha`):
+    this module's sound float64 bound, whatever slopes the optimiser returns."""
+    from .alpha import optimized_lower_slopes
+
+    slopes = optimized_lower_slopes(live, j, coeff, lo, hi, iterations)
+    relax = [replace(r, lo_slope=s) for r, s in zip(live.relax, slopes)] + live.relax[j:]
+    return backsubstitute_upper(live.with_relaxations(relax), j, coeff, lo, hi, mag)[0]
+
+
+__all__ = ["LiveLayers", "ReluRelaxation", "backsubstitute_upper", "best_of_slopes", "optimized_slopes_bound",
+           "relu_relaxation", "row_block"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -49,11 +50,14 @@ class StepStats:
 
 @dataclass
 class NetworkBounds:
-    """Sound float64 bounds over the box lo <= x <= hi.
+    """Sound float64 bounds over the box lo <= x <= hi, or over a batch of boxes.
 
     `pre_lo[j]`, `pre_hi[j]` bound the input z_j of ReLU layer j (see `relu_blocks`);
     `out_lo`, `out_hi` bound the network output. Every bound holds for every x in the box
-    (computed in float64 and widened for rounding).
+    (computed in float64 and widened for rounding). One box: vectors (n,); a batch of B boxes
+    (`bound_boxes`): rows of (B, n) arrays, `box(b)` is box b's bounds. With fixed ReLU phases,
+    `empty[b]` marks a box whose phases cannot hold (its bounds are placeholders).
+    `relaxed`: the relaxed layers and magnitudes of the symbolic step (to bound output rows).
     """
 
     lo: np.ndarray
@@ -64,10 +68,34 @@ class NetworkBounds:
     out_hi: np.ndarray
     method: str
     steps: list[StepStats] = field(default_factory=list)
+    empty: np.ndarray | None = None
+    relaxed: Any = field(default=None, repr=False, compare=False)
 
     @property
     def num_layers(self) -> int:
         return len(self.pre_lo)
+
+    @property
+    def batch(self) -> int:
+        """Boxes held (1 for one box)."""
+        return 1 if self.lo.ndim == 1 else self.lo.shape[0]
+
+    def box(self, b: int) -> "NetworkBounds":
+        """The bounds of box b of a batch (copies: a view would keep the whole batch alive)."""
+        return NetworkBounds(self.lo[b].copy(), self.hi[b].copy(), [l[b].copy() for l in self.pre_lo],
+                             [u[b].copy() for u in self.pre_hi], self.out_lo[b].copy(), self.out_hi[b].copy(),
+                             self.method)
+
+    @staticmethod
+    def stack(boxes: "list[NetworkBounds]") -> "NetworkBounds":
+        """One batch from the bounds of single boxes (e.g. the parents of a batch of nodes)."""
+        def rows(get):
+            return np.stack([get(b) for b in boxes])
+
+        K = boxes[0].num_layers
+        return NetworkBounds(rows(lambda b: b.lo), rows(lambda b: b.hi), [rows(lambda b: b.pre_lo[j]) for j in range(K)],
+                             [rows(lambda b: b.pre_hi[j]) for j in range(K)], rows(lambda b: b.out_lo),
+                             rows(lambda b: b.out_hi), boxes[0].method)
 
     def phase(self, j: int) -> np.ndarray:
         return phases(self.pre_lo[j], self.pre_hi[j])

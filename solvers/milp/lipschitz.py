@@ -137,23 +137,20 @@ class LipschitzMilp:
         at most ||max(|L|, |U|)|| in the norm of the direction set (squared for the l2 objective),
         a certified norm plus the product's rounding. Exact for a full pattern; the proof uses it
         where LP relaxations of l2 balls and squares are weak."""
+        from ..bounds.jacobian_interval import interval_jacobian
         from ..norms import operator_norm_upper
         from ..phases import ACTIVE, UNSTABLE
 
         deltas = self.forward.delta if self.formulation == "forward" else self.forward.delta[::-1]
-        L = U = self.maps[0]
-        mag, length = np.abs(self.maps[0]), self.maps[0].shape[1]
-        for ph, d, W in zip(self.phases, deltas, self.maps[1:]):
-            s_lo, s_hi = np.where(ph == ACTIVE, 1.0, 0.0), np.where(ph == ACTIVE, 1.0, 0.0)
+        s_lo, s_hi = [], []
+        for ph, d in zip(self.phases, deltas):
+            sl, sh = np.where(ph == ACTIVE, 1.0, 0.0), np.where(ph == ACTIVE, 1.0, 0.0)
             u = ph == UNSTABLE
-            s_lo[u], s_hi[u] = np.round(lo[d[u]]), np.round(hi[d[u]])
-            # slope s in [s_lo, s_hi] subset of [0, 1] times an entry in [L, U]
-            L, U = np.minimum(s_lo[:, None] * L, s_hi[:, None] * L), np.maximum(s_lo[:, None] * U, s_hi[:, None] * U)
-            Wp, Wn = np.maximum(W, 0.0), np.minimum(W, 0.0)
-            L, U = Wp @ L + Wn @ U, Wp @ U + Wn @ L
-            mag = np.abs(W) @ (s_hi[:, None] * mag)
-            length += W.shape[1]
-        B = np.maximum(np.abs(L), np.abs(U)) + 4.0 * gamma(length + 2) * mag
+            sl[u], sh[u] = np.round(lo[d[u]]), np.round(hi[d[u]])
+            s_lo.append(sl)
+            s_hi.append(sh)
+        L, U = interval_jacobian(self.maps, s_lo, s_hi)
+        B = np.maximum(np.abs(L), np.abs(U))
         kind = {"signs": "linf", "all_signs": "linf", "onehot": "l1", "ball": "l2", "fixed": "fixed"}[self.vector.kind]
         out = {"l1": "l1", "linf": "linf", "l2sq": "l2", "linear": "l2"}[self.objective.norm]  # 1 row: any norm
         if kind == "fixed":

@@ -35,12 +35,12 @@ import scipy.sparse as sp
 from models.ir import Network
 
 from ..bounds.rows import output_row_bounds
+from ..choices import NORMS
 from ..bounds.types import NetworkBounds, relu_blocks
 from ..lp import Expr, ForwardEncoding, MilpBuilder, MilpModel, encode_relu_network
 from ..rounding import down, mul_up, up
 
 FlipMode = Literal["any", "all"]
-RADIUS_NORMS = ("linf", "l1", "l2")
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ def build_radius_milp(net: Network, nb: NetworkBounds, center: np.ndarray, norm:
                       t_lo: float = 0.0, t_hi: float = math.inf) -> FlipMilp | None:
     """min ||x - center|| over the flips in nb's box with t_lo <= ||x - center|| <= t_hi (see the
     module doc); the objective is t for linf/l1 and t^2 for l2. None: no flip in the box."""
-    if norm not in RADIUS_NORMS:
+    if norm not in NORMS:
         raise ValueError(f"unknown radius norm {norm!r}")
     builder = MilpBuilder()
     encoded = _encode_flip(builder, net, nb, flip)
@@ -187,4 +187,4 @@ def build_side_milp(net: Network, nb: NetworkBounds, feature: int, sense: Litera
     return FlipMilp(builder.build(), fwd, "side", keep, binaries)
 
 
-__all__ = ["FlipMilp", "FlipRows", "RADIUS_NORMS", "build_radius_milp", "build_side_milp"]
+__all__ = ["FlipMilp", "FlipRows", "build_radius_milp", "build_side_milp"]

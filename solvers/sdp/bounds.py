@@ -71,10 +71,10 @@ def split_by_size(chain: WeightChain, max_neurons: int) -> list[tuple[int, int]]
 
 def check_sdp_memory(chain: WeightChain, method: str, max_neurons: int = MAX_NEURONS, max_width: int = MAX_LAYER_WIDTH,
                      structure: str = "auto") -> None:
-    """Refuse (`solvers.memory.TooLarge`) before anything is built when the largest SDP that
+    """Refuse (`models.memory.TooLarge`) before anything is built when the largest SDP that
     `certify_chain` would hand to LipSDP does not fit in the available memory (later retries
     split pieces, so they are smaller)."""
-    from ..memory import require
+    from models.memory import require_memory
     from .lipsdp import estimate_bytes, lmi_blocks
 
     largest, blocks = 0, []
@@ -87,7 +87,7 @@ def check_sdp_memory(chain: WeightChain, method: str, max_neurons: int = MAX_NEU
             largest, blocks = need, lmi_blocks(sub, structure)
     if largest:
         shape = " + ".join(f"{n} x {n}" for n in blocks)
-        require(largest, f"{method} solves an SDP with a {shape} matrix inequality (cvxpy + SCS), which",
+        require_memory(largest, f"{method} solves an SDP with a {shape} matrix inequality (cvxpy + SCS), which",
                 "use method eclipse-fast (closed form, validated the same way) or naive, or free memory")
 
 

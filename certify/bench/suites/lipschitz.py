@@ -13,6 +13,8 @@ import functools
 
 import numpy as np
 
+from solvers.choices import BOUND_METHODS
+
 from ..cases import MILP_BACKENDS, NO_BACKEND, Case, Outcome, SuiteConfig, net_size, suite
 
 LIPMIP_REFERENCE = {  # value, seconds "min-max" of LipMIP's code, Gurobi 2 threads
@@ -20,7 +22,7 @@ LIPMIP_REFERENCE = {  # value, seconds "min-max" of LipMIP's code, Gurobi 2 thre
     "lipmip_2-20-20-20-2": (0.0969398, "2.1-2.3"),
     "lipmip_10-10-10-10-10-2": (0.0746016, "211-421"),
 }
-BOUNDS_ABLATION = ("interval", "symbolic", "lp")
+BOUNDS_ABLATION = BOUND_METHODS
 
 
 def lipschitz_outcome(cert) -> Outcome:

@@ -35,9 +35,9 @@ def model_files(paths) -> list[Path]:
 def points_for(net, opts: dict, seed: int) -> np.ndarray:
     """--center (a vector, or @FILE of points: .npy/.csv/.json), else --points seeded points:
     uniform in --domain, or standard normal without one."""
-    from ...cli.common import domain_arg
-    from ...points import read_points
-    from ...vectors import parse_vector
+    from ...boundary.domains import domain_arg
+    from ...boundary.points import read_points
+    from ...boundary.vectors import parse_vector
 
     n = net.input_dim
     center = opts.get("center")
@@ -56,7 +56,8 @@ def points_for(net, opts: dict, seed: int) -> np.ndarray:
 @suite("models", "your own ONNX models (certify bench --models PATH... --question lipschitz|global|radius)",
        default_time_limit=120.0, quick_time_limit=20.0)
 def models_suite(cfg: SuiteConfig) -> list[Case]:
-    from ...cli.common import domain_arg, load_model
+    from ...boundary.domains import domain_arg
+    from ...boundary.model_files import load_model
 
     opts = cfg.options
     radius = float(opts.get("radius") or 0.05)

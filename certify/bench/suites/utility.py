@@ -53,7 +53,7 @@ def breast_cancer(seed: int):
 
 
 def _box(model: str, seed: int, point: int, backend: str | None, time_limit: float) -> Outcome:
-    from certify.ldp import linear_hyperrectangle, tree_hyperrectangle
+    from certify.robustness.classifiers import linear_hyperrectangle, tree_hyperrectangle
 
     models, Xte, feats = breast_cancer(seed)
     x0 = Xte[point]

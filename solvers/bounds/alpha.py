@@ -4,7 +4,7 @@ Any lower line alpha z with alpha in [0, 1] bounds relu(z) from below, so every 
 slopes of the unstable neurons gives a sound back-substituted bound. For each row being bounded
 (one per box, its own slopes per earlier neuron) a few projected Adam steps on the bound,
 differentiated by hand in float32, pick slopes; the bound itself is then recomputed with them by
-the sound float64 back-substitution of `batch_bounds` (with its rounding allowance), so the
+the sound float64 back-substitution of `symbolic` (with its rounding allowance), so the
 optimiser's arithmetic never enters a certified number. On ACAS Xu sub-boxes the deep layers'
 bounds come close to the LP relaxation's at a fraction of its cost (the Jacobian bounds built on
 them 5-60x tighter than with the fixed slopes, on three sub-boxes of net 2_8).
@@ -41,7 +41,7 @@ def optimized_lower_slopes(live, j: int, coeff: np.ndarray, lo: np.ndarray, hi: 
     shrink the upper bounds of the rows `coeff` (R, n_j) or (B, R, n_j) of z_j over each box
     [lo, hi] (B, n). Stable neurons keep their exact slope; a heuristic, not a bound.
 
-    Each step back-substitutes the rows (as `batch_bounds.backsubstitute_upper_batch`, without
+    Each step back-substitutes the rows (as `symbolic.backsubstitute_upper`, without
     rounding terms), differentiates the bound by hand in reverse (the bound is piecewise linear in
     the slopes: d bound / d alpha_t = (the row's negative part on layer t) * (the gradient flowing
     back into layer t)), and takes a projected Adam step."""

@@ -1,4 +1,5 @@
-"""Files of many points, one reader for every command (`radius --points`, `report --data`, bench).
+"""Files of numbers, one reader for every command: many points (`radius --points`, `report --data`,
+bench) and single vectors (`--center @FILE`, `certify.boundary.vectors`).
 
 Formats: `.npy` (a 2-D float array, loaded without pickle), `.csv`/`.txt` (one point per row,
 comma-separated; a header line is skipped), `.json` (a list of points) or `.jsonl`/`.ndjson` (one
@@ -15,18 +16,13 @@ import os
 
 import numpy as np
 
-from .errors import BadInput
+from ..errors import BadInput
 
 EXTENSIONS = (".npy", ".csv", ".txt", ".json", ".jsonl", ".ndjson")
 
 
-def read_points(path: str | os.PathLike, width: int | None = None, name: str = "--data",
-                finite: bool = True) -> np.ndarray:
-    """The points in `path` as a float64 (n, width) array, n >= 1.
-
-    With `finite` (the default) a NaN or inf anywhere is refused; without it such rows are
-    returned as they are (`certify radius` turns each into an error row and runs the others).
-    """
+def read_array(path: str | os.PathLike, name: str = "--data") -> np.ndarray:
+    """The numbers in `path` (any of the formats above) as a float64 array of the file's shape."""
     path = os.fspath(path)
     if os.path.isdir(path):
         raise BadInput(f"{name}: {path} is a directory; give a .npy, .csv, .json or .jsonl file")
@@ -48,9 +44,20 @@ def read_points(path: str | os.PathLike, width: int | None = None, name: str = "
             with open(path) as fh:
                 rows = [json.loads(line) for line in fh if line.strip()]
             raw = [r["point"] if isinstance(r, dict) else r for r in rows]
-        arr = np.asarray(raw, dtype=np.float64)
+        return np.asarray(raw, dtype=np.float64)
     except (ValueError, TypeError, KeyError, OSError, json.JSONDecodeError) as exc:
         raise BadInput(f"{name}: cannot read {path} as rows of numbers ({str(exc).splitlines()[0][:120]})") from None
+
+
+def read_points(path: str | os.PathLike, width: int | None = None, name: str = "--data",
+                finite: bool = True) -> np.ndarray:
+    """The points in `path` as a float64 (n, width) array, n >= 1.
+
+    With `finite` (the default) a NaN or inf anywhere is refused; without it such rows are
+    returned as they are (`certify radius` turns each into an error row and runs the others).
+    """
+    path = os.fspath(path)
+    arr = read_array(path, name)
     if arr.ndim == 1 and width == 1:
         arr = arr[:, None]  # a list of numbers for a one-input model: one point each
     elif arr.ndim == 1 and width is not None and arr.size == width:
@@ -79,4 +86,4 @@ def _read_csv(path: str) -> list[list[float]]:
     return [[float(c) for c in r] for r in rows]
 
 
-__all__ = ["EXTENSIONS", "read_points"]
+__all__ = ["EXTENSIONS", "read_array", "read_points"]

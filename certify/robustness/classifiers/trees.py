@@ -3,7 +3,7 @@
 The model is scikit-learn's own decision on float64 inputs (`tree_model`): splits `x_f <= cutoff`,
 class scores summed over trees, margins within the rounding guard counted as flips (ties too).
 
-Radius (`tree_robustness_radius`, linf over the chosen features, the others fixed, inside an
+Radius (`tree_radius`, linf over the chosen features, the others fixed, inside an
 optional domain): the Kantchelian MILP (`tree_milp`) minimises the distance from x0 to a cell of
 the split grid where the class may change. Its optimum is attained at a *candidate*: 0, or
 x0_f - cutoff (cutoffs below x0), or first_float_above(cutoff) - x0_f (cutoffs above): the nearest
@@ -15,7 +15,7 @@ is the exact distance (rounded up) of a witness point, built from the MILP's cel
 through scikit-learn's `predict`. status "optimal" when the two meet: the radius is then a
 minimum, attained by the witness (open balls of radius `lower` are safe, the closed one is not).
 
-Hyperrectangle (`tree_robustness_hyperrectangle`): from the box of points strictly inside the
+Hyperrectangle (`tree_hyperrectangle`): from the box of points strictly inside the
 radius, each side of each chosen feature is pushed, in turn (lower then upper, feature order), to
 the domain edge or to just past the nearest cell where the class may change along that side: a
 MILP maximises how far along the side such a cell lies (number of cutoffs passed), its proven
@@ -35,9 +35,10 @@ import numpy as np
 
 from models.box import Box
 
-from ..certificate import Status
-from ..errors import BadInput
-from .classifier_certificate import ClassifierRobustness
+from ...certificate import Status
+from ...boundary.indices import feature_mask
+from ...errors import BadInput
+from ..certificate import ClassifierRobustness
 from .tree_milp import FlipModel, build_flip_model, first_above
 from .tree_milp import fraction_down as _down
 from .tree_milp import fraction_up as _up
@@ -163,13 +164,7 @@ def _prepare(model: Any, point: Any, domain: Any, features: Any, backend: str, t
             raise BadInput("the point lies outside the domain")
     lo = np.full(ens.n_features, -np.inf) if dom is None else dom[0]
     hi = np.full(ens.n_features, np.inf) if dom is None else dom[1]
-    movable = np.zeros(ens.n_features, dtype=bool)
-    if features is None:
-        movable[:] = True
-    else:
-        from .utility import _features
-
-        movable[_features(features, ens.n_features)] = True
+    movable = feature_mask(features, ens.n_features)
     if time_limit is not None and not (time_limit > 0):
         raise BadInput("time_limit must be > 0 seconds")
     ctx = _Ctx(ens, est, x0, lo, hi, movable, 0, dom, backend,
@@ -332,7 +327,7 @@ def _cert(ctx: _Ctx, t0: float, **kw) -> TreeRobustness:
         proof_nodes=ctx.proof_nodes, notes=ctx.notes, **kw)
 
 
-def tree_robustness_radius(model: Any, point: Any, *, domain: Any = None, features: Any = None,
+def tree_radius(model: Any, point: Any, *, domain: Any = None, features: Any = None,
                            backend: str = "auto", time_limit: float | None = None) -> TreeRobustness:
     """Exact linf robustness radius of a tree ensemble at `point` (see the module docstring).
 
@@ -366,12 +361,12 @@ def _radius_cert(ctx: _Ctx, t0: float, R: Fraction | None, w, dw) -> TreeRobustn
                  result="radius", witness=w, witness_class=None if w is None else _label(ctx, int(ctx.predict(w)[0])))
 
 
-def tree_robustness_hyperrectangle(model: Any, point: Any, *, features: Any = None, domain: Any = (0.0, 1.0),
+def tree_hyperrectangle(model: Any, point: Any, *, features: Any = None, domain: Any = (0.0, 1.0),
                                    backend: str = "auto", time_limit: float | None = None) -> TreeRobustness:
     """A maximal box around `point` on which the ensemble's class is proven constant.
 
     Only `features` (default all) vary; the others stay at x0. `domain` bounds every side (default
-    [0, 1]). Mirrors `linear.robustness_hyperrectangle`; see the module docstring for the proof.
+    [0, 1]). Mirrors `linear.linear_hyperrectangle`; see the module docstring for the proof.
     """
     t0 = time.perf_counter()
     if domain is None:
@@ -450,4 +445,4 @@ def _push_side(ctx: _Ctx, blo: np.ndarray, bhi: np.ndarray, f: int, side: str, p
     return out
 
 
-__all__ = ["TreeRobustness", "as_tree_ensemble", "tree_robustness_hyperrectangle", "tree_robustness_radius"]
+__all__ = ["TreeRobustness", "as_tree_ensemble", "tree_hyperrectangle", "tree_radius"]

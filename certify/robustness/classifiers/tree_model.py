@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BadInput
+from ...errors import BadInput
 
 U = 2.0**-53
 SUPPORTED = ("DecisionTreeClassifier", "RandomForestClassifier", "ExtraTreesClassifier",

@@ -6,7 +6,7 @@ every margin m_j(x) = d_j . x + e_j stays > 0 on S, with d_j = W_c - W_j, e_j = 
 (binary: d = +/- w). certify requires strict margins (a tie could flip the argmax), which only
 shrinks the certified sets by a boundary of measure zero.
 
-Radius (`robustness_radius`): the set where class c is kept is an intersection of half-spaces,
+Radius (`linear_radius`): the set where class c is kept is an intersection of half-spaces,
 so the distance to its complement is the minimum over j of the distance to {m_j <= 0}. With an
 optional input domain box that distance is a one-dimensional problem per j, solved exactly
 (no LP solver needed): linf by the breakpoints of sum_i |d_i| min(t, room_i); l1 by the greedy
@@ -20,7 +20,7 @@ distance (rounded up) of a witness point whose margin is exactly negative, i.e. 
 class. status "optimal" when they meet (relative gap <= 1e-9), "robust_within" when no point of
 the domain changes the class.
 
-Hyperrectangle (`robustness_hyperrectangle`): from the linf radius box over the chosen features
+Hyperrectangle (`linear_hyperrectangle`): from the linf radius box over the chosen features
 (the other features fixed at x0), each side of each chosen feature is pushed, in turn, as far as
 the minimum of every margin over the box stays above a guard (a closed form per side: the slack
 over the coefficient), to the first float64 that keeps it so, checked in exact arithmetic, and
@@ -42,12 +42,14 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 from models.box import Box
+from solvers.choices import NORMS
 
-from ..certificate import Status
-from ..errors import BadInput
-from .classifier_certificate import ClassifierRobustness
+from ...certificate import Status
+from ...boundary.indices import feature_mask
+from ...errors import BadInput
+from ..certificate import ClassifierRobustness
+from .linear_model import LinearModel, as_linear_model
 
-NORMS = ("linf", "l1", "l2")
 GAP = 1e-9
 
 
@@ -61,72 +63,6 @@ class LinearRobustness(ClassifierRobustness):
     KIND: ClassVar[str] = "linear_robustness"
 
     binding_class: Any = None
-
-
-@dataclass(frozen=True)
-class LinearModel:
-    """Scores W x + b, exact (fractions) and float64; `binary` models have one score row."""
-
-    W: tuple[tuple[Fraction, ...], ...]
-    b: tuple[Fraction, ...]
-    classes: tuple
-    binary: bool
-    source: str = "linear"
-
-    @property
-    def dim(self) -> int:
-        return len(self.W[0])
-
-    @property
-    def Wf(self) -> np.ndarray:
-        return np.array([[float(v) for v in row] for row in self.W])
-
-    @property
-    def bf(self) -> np.ndarray:
-        return np.array([float(v) for v in self.b])
-
-    @classmethod
-    def from_arrays(cls, W: Any, b: Any, classes: Sequence | None = None, source: str = "linear") -> "LinearModel":
-        Wa = np.atleast_2d(np.asarray(W, dtype=np.float64))
-        ba = np.atleast_1d(np.asarray(b, dtype=np.float64)).reshape(-1)
-        if Wa.shape[0] != ba.size:
-            raise BadInput(f"weights have {Wa.shape[0]} rows but there are {ba.size} intercepts")
-        if not (np.all(np.isfinite(Wa)) and np.all(np.isfinite(ba))):
-            raise BadInput("the linear model has NaN or inf weights")
-        binary = Wa.shape[0] == 1
-        if classes is None:
-            classes = [0, 1] if binary else list(range(Wa.shape[0]))
-        classes = tuple(np.asarray(classes).tolist())
-        if len(classes) != (2 if binary else Wa.shape[0]):
-            raise BadInput(f"{len(classes)} class labels for {Wa.shape[0]} score rows")
-        return cls(tuple(tuple(Fraction(float(v)) for v in row) for row in Wa), tuple(Fraction(float(v)) for v in ba),
-                   classes, binary, source)
-
-    def scores_exact(self, x: Sequence[Fraction]) -> list[Fraction]:
-        return [sum((w * xi for w, xi in zip(row, x)), bi) for row, bi in zip(self.W, self.b)]
-
-    def predict_index(self, x: Any) -> int:
-        """Class index at x in exact arithmetic (binary: 1 iff score > 0; argmax ties to the first)."""
-        xs = [Fraction(float(v)) for v in np.asarray(x, dtype=np.float64).reshape(-1)]
-        s = self.scores_exact(xs)
-        if self.binary:
-            return int(s[0] > 0)
-        return max(range(len(s)), key=lambda j: (s[j], -j))
-
-    def margins(self, c: int) -> tuple[list[tuple[Fraction, ...]], list[Fraction], list[int]]:
-        """(d_j, e_j, competitor index j): class c is kept where every d_j . x + e_j > 0."""
-        if self.binary:
-            w, b0 = self.W[0], self.b[0]
-            if c == 1:
-                return [w], [b0], [0]
-            return [tuple(-v for v in w)], [-b0], [1]
-        D, E, J = [], [], []
-        for j in range(len(self.W)):
-            if j != c:
-                D.append(tuple(a - bb for a, bb in zip(self.W[c], self.W[j])))
-                E.append(self.b[c] - self.b[j])
-                J.append(j)
-        return D, E, J
 
 
 # ---------------------------------------------------------------------------------- per-margin problems
@@ -220,15 +156,6 @@ def _exact_rooms(d: Sequence[Fraction], x0: Sequence[Fraction], lo, hi, movable)
 
 
 # ---------------------------------------------------------------------------------- model adapters
-def as_linear_model(model: Any) -> LinearModel:
-    """A `LinearModel`, or a fitted scikit-learn linear classifier / pipeline (see `sklearn_io`)."""
-    if isinstance(model, LinearModel):
-        return model
-    from .sklearn_io import linear_model_from_sklearn
-
-    return linear_model_from_sklearn(model)
-
-
 def _domain_vectors(domain: Any, dim: int) -> tuple[np.ndarray | None, np.ndarray | None]:
     if domain is None:
         return None, None
@@ -248,13 +175,7 @@ def _prepare(model: Any, point: Any, domain: Any, features: Any):
     lo, hi = _domain_vectors(domain, lin.dim)
     if lo is not None and (np.any(x0 < lo) or np.any(x0 > hi)):
         raise BadInput("the point lies outside the domain")
-    movable = np.zeros(lin.dim, dtype=bool)
-    if features is None:
-        movable[:] = True
-    else:
-        from .utility import _features
-
-        movable[_features(features, lin.dim)] = True
+    movable = feature_mask(features, lin.dim)
     c = lin.predict_index(x0)
     return lin, x0, lo, hi, movable, c
 
@@ -263,7 +184,7 @@ def _label(lin: LinearModel, idx: int):
     return lin.classes[idx]
 
 
-def robustness_radius(model: Any, point: Any, *, norm: str = "linf", domain: Any = None,
+def linear_radius(model: Any, point: Any, *, norm: str = "linf", domain: Any = None,
                       features: Any = None) -> LinearRobustness:
     """Exact robustness radius of a linear classifier at `point` in `norm` (see the module docstring).
 
@@ -500,7 +421,7 @@ def _last_float_below(bound: Fraction) -> float:
     return f
 
 
-def robustness_hyperrectangle(model: Any, point: Any, *, features: Any = None, domain: Any = (0.0, 1.0),
+def linear_hyperrectangle(model: Any, point: Any, *, features: Any = None, domain: Any = (0.0, 1.0),
                               order: str = "feature") -> LinearRobustness:
     """A maximal box around `point` on which the class is proven constant (see the module docstring).
 
@@ -512,7 +433,7 @@ def robustness_hyperrectangle(model: Any, point: Any, *, features: Any = None, d
         raise BadInput("the hyperrectangle needs the input domain (lo, hi) its sides may not cross")
     if order != "feature":
         raise BadInput("order must be 'feature' (each chosen feature's lower then upper side, in index order)")
-    radius = robustness_radius(model, point, norm="linf", domain=domain, features=features)
+    radius = linear_radius(model, point, norm="linf", domain=domain, features=features)
     lin, x0, lo, hi, movable, c = _prepare(model, point, domain, features)
     D, E, J = lin.margins(c)
     guard = _float_guards(lin, c, J, lo, hi)
@@ -564,3 +485,6 @@ def robustness_hyperrectangle(model: Any, point: Any, *, features: Any = None, d
         domain=[lo.tolist(), hi.tolist()], witness=radius.witness, witness_class=radius.witness_class,
         binding_class=radius.binding_class,
     )
+
+
+__all__ = ["LinearModel", "LinearRobustness", "as_linear_model", "linear_hyperrectangle", "linear_radius"]

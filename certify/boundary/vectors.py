@@ -1,14 +1,13 @@
-"""Parsing of vector arguments: comma-separated numbers or `@path` to a .npy, .json or .csv file."""
+"""Parsing of vector arguments: comma-separated numbers or `@path` to a file of numbers (.npy, .json, .csv,
+.txt, .jsonl: `certify.boundary.points.read_array`, flattened)."""
 
 from __future__ import annotations
 
-import json
-import os
 from typing import Sequence
 
 import numpy as np
 
-from .errors import BadInput
+from ..errors import BadInput
 
 
 #: what a required length counts, as said in the error message
@@ -53,23 +52,9 @@ def parse_vector(spec: str | Sequence[float] | np.ndarray, name: str = "vector",
 
 
 def _read_file(path: str, name: str) -> np.ndarray:
-    if os.path.isdir(path):
-        raise BadInput(f"{name}: {path} is a directory; give @FILE with a .npy, .json or .csv file")
-    from models.file_kinds import check_input_file
+    from .points import read_array  # the one reader of number files (all its formats)
 
-    check_input_file(path, f"{name}: file")  # missing, a device, FIFO or socket, or over the memory budget
-    ext = os.path.splitext(path)[1].lower()
-    try:
-        if ext == ".npy":
-            return np.load(path, allow_pickle=False).astype(np.float64)
-        if ext == ".json":
-            with open(path) as fh:
-                return np.asarray(json.load(fh), dtype=np.float64)
-        if ext in (".csv", ".txt"):
-            return np.loadtxt(path, delimiter=",", dtype=np.float64, ndmin=1)
-    except (ValueError, TypeError, OSError, json.JSONDecodeError) as exc:
-        raise BadInput(f"{name}: cannot read {path} as numbers ({str(exc).splitlines()[0][:120]})") from None
-    raise BadInput(f"{name}: unsupported file type {ext or '(none)'}; use .npy, .json or .csv")
+    return read_array(path, name)
 
 
 def parse_positive(value: float, name: str, allow_zero: bool = False) -> float:

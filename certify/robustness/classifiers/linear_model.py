@@ -1,83 +1,89 @@
-"""scikit-learn linear classifiers: loading from skops files (never pickle) and exact weights.
-
-`load_sklearn(path)` reads a model saved with `skops.io.dump(model, "model.skops")`. Pickle and
-joblib files are refused (unpickling runs arbitrary code): re-save the model with skops. A skops
-file is loaded only when every type in it is trusted by skops' defaults or is one of the
-scikit-learn types certify knows (`TRUSTED`); anything else is refused with the list of types.
-
-Tree ensembles (DecisionTree, RandomForest, ExtraTrees, GradientBoosting, HistGradientBoosting
-classifiers) load the same way; `certify.ldp.trees` certifies them.
+"""Linear classifiers as exact scores W x + b (fractions and float64), from arrays or from scikit-learn.
 
 `linear_model_from_sklearn(est)` turns a fitted LogisticRegression, LinearSVC, SGDClassifier (or
 any scikit-learn linear classifier with `coef_`, `intercept_`, `classes_` and the usual
 `decision_function` / `predict`: RidgeClassifier, Perceptron, ...), optionally behind a Pipeline
-of StandardScaler / MinMaxScaler steps, into the exact scores W x + b of certify.ldp.linear. The
+of StandardScaler / MinMaxScaler steps, into the exact scores W x + b of a `LinearModel`. The
 scalers are folded in exact rational arithmetic: the certified object is the real-valued function
 the pipeline computes (sklearn evaluates it in float64, so points within ~1e-15 of a decision
-boundary may be predicted differently by sklearn itself).
+boundary may be predicted differently by sklearn itself). Files are read by `sklearn_io`.
 """
 
 from __future__ import annotations
 
-import os
+from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import BadInput
-from .linear import LinearModel
-from .tree_model import TREE_TYPES
-
-PICKLE_EXTENSIONS = (".pkl", ".pickle", ".joblib", ".pk", ".sav", ".dill")
-TRUSTED = (
-    "sklearn.linear_model._logistic.LogisticRegression",
-    "sklearn.svm._classes.LinearSVC",
-    "sklearn.linear_model._stochastic_gradient.SGDClassifier",
-    "sklearn.linear_model._ridge.RidgeClassifier",
-    "sklearn.linear_model._perceptron.Perceptron",
-    "sklearn.pipeline.Pipeline",
-    "sklearn.preprocessing._data.StandardScaler",
-    "sklearn.preprocessing._data.MinMaxScaler",
-    *TREE_TYPES,
-)
-_PICKLE_HINT = ("certify never unpickles files (unpickling runs arbitrary code); save the model with skops: "
-                "`import skops.io; skops.io.dump(model, 'model.skops')`")
+from ...errors import BadInput
 
 
-def _looks_like_pickle(head: bytes) -> bool:
-    return head[:1] == b"\x80" or head[:2] in (b"(d", b"(l", b"}q", b"]q", b"cs", b"cn", b"cc")
+@dataclass(frozen=True)
+class LinearModel:
+    """Scores W x + b, exact (fractions) and float64; `binary` models have one score row."""
 
+    W: tuple[tuple[Fraction, ...], ...]
+    b: tuple[Fraction, ...]
+    classes: tuple
+    binary: bool
+    source: str = "linear"
 
-def load_sklearn(path: str) -> Any:
-    """A scikit-learn model from a skops file (pickle/joblib refused)."""
-    path = os.fspath(path)
-    ext = os.path.splitext(path)[1].lower()
-    if ext in PICKLE_EXTENSIONS:
-        raise BadInput(f"{path}: {_PICKLE_HINT}")
-    if not os.path.isfile(path):
-        raise BadInput(f"{path}: no such file")
-    with open(path, "rb") as fh:
-        head = fh.read(4)
-    if _looks_like_pickle(head):
-        raise BadInput(f"{path} is a pickle file: {_PICKLE_HINT}")
-    if head[:2] != b"PK":
-        raise BadInput(f"{path} is not a skops file (expected a zip archive written by skops.io.dump)")
-    import skops.io as sio
+    @property
+    def dim(self) -> int:
+        return len(self.W[0])
 
-    try:
-        untrusted = sio.get_untrusted_types(file=path)
-    except Exception as exc:  # a corrupt archive
-        raise BadInput(f"{path}: cannot read the skops file ({type(exc).__name__}: {str(exc)[:120]})") from None
-    unknown = [t for t in untrusted if t not in TRUSTED]
-    if unknown:
-        raise BadInput(f"{path} contains types certify does not load: {', '.join(unknown[:5])}; "
-                       "supported: scikit-learn linear classifiers, optionally after StandardScaler/MinMaxScaler, "
-                       "and tree ensembles (DecisionTree, RandomForest, ExtraTrees, (Hist)GradientBoosting)")
-    try:
-        return sio.load(path, trusted=list(untrusted))
-    except Exception as exc:
-        raise BadInput(f"{path}: cannot load the skops file ({type(exc).__name__}: {str(exc)[:120]})") from None
+    @property
+    def Wf(self) -> np.ndarray:
+        return np.array([[float(v) for v in row] for row in self.W])
+
+    @property
+    def bf(self) -> np.ndarray:
+        return np.array([float(v) for v in self.b])
+
+    @classmethod
+    def from_arrays(cls, W: Any, b: Any, classes: Sequence | None = None, source: str = "linear") -> "LinearModel":
+        Wa = np.atleast_2d(np.asarray(W, dtype=np.float64))
+        ba = np.atleast_1d(np.asarray(b, dtype=np.float64)).reshape(-1)
+        if Wa.shape[0] != ba.size:
+            raise BadInput(f"weights have {Wa.shape[0]} rows but there are {ba.size} intercepts")
+        if not (np.all(np.isfinite(Wa)) and np.all(np.isfinite(ba))):
+            raise BadInput("the linear model has NaN or inf weights")
+        binary = Wa.shape[0] == 1
+        if classes is None:
+            classes = [0, 1] if binary else list(range(Wa.shape[0]))
+        classes = tuple(np.asarray(classes).tolist())
+        if len(classes) != (2 if binary else Wa.shape[0]):
+            raise BadInput(f"{len(classes)} class labels for {Wa.shape[0]} score rows")
+        return cls(tuple(tuple(Fraction(float(v)) for v in row) for row in Wa), tuple(Fraction(float(v)) for v in ba),
+                   classes, binary, source)
+
+    def scores_exact(self, x: Sequence[Fraction]) -> list[Fraction]:
+        return [sum((w * xi for w, xi in zip(row, x)), bi) for row, bi in zip(self.W, self.b)]
+
+    def predict_index(self, x: Any) -> int:
+        """Class index at x in exact arithmetic (binary: 1 iff score > 0; argmax ties to the first)."""
+        xs = [Fraction(float(v)) for v in np.asarray(x, dtype=np.float64).reshape(-1)]
+        s = self.scores_exact(xs)
+        if self.binary:
+            return int(s[0] > 0)
+        return max(range(len(s)), key=lambda j: (s[j], -j))
+
+    def margins(self, c: int) -> tuple[list[tuple[Fraction, ...]], list[Fraction], list[int]]:
+        """(d_j, e_j, competitor index j): class c is kept where every d_j . x + e_j > 0."""
+        if self.binary:
+            w, b0 = self.W[0], self.b[0]
+            if c == 1:
+                return [w], [b0], [0]
+            return [tuple(-v for v in w)], [-b0], [1]
+        D, E, J = [], [], []
+        for j in range(len(self.W)):
+            if j != c:
+                D.append(tuple(a - bb for a, bb in zip(self.W[c], self.W[j])))
+                E.append(self.b[c] - self.b[j])
+                J.append(j)
+        return D, E, J
 
 
 def _fractions(a: Any) -> list[Fraction]:
@@ -134,3 +140,13 @@ def linear_model_from_sklearn(est: Any) -> LinearModel:
         raise BadInput(f"{len(W)} score rows but {len(classes)} classes")
     source = type(clf).__name__ if len(steps) == 1 else "Pipeline(" + ", ".join(type(s).__name__ for s in steps) + ")"
     return LinearModel(tuple(tuple(r) for r in W), tuple(b), tuple(classes), binary, source)
+
+
+def as_linear_model(model: Any) -> LinearModel:
+    """A `LinearModel`, or a fitted scikit-learn linear classifier / pipeline (see `sklearn_io`)."""
+    if isinstance(model, LinearModel):
+        return model
+    return linear_model_from_sklearn(model)
+
+
+__all__ = ["LinearModel", "as_linear_model", "linear_model_from_sklearn"]

@@ -1,0 +1,53 @@
+"""One options object for every bound computation (`bound_boxes`, `network_bounds`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from models.errors import BadInput
+
+from ..choices import BOUND_METHODS
+
+LOWER_SLOPES = ("crown", "best-of-three", "alpha")
+ROWS = ("all", "unstable", "per-box")
+
+
+@dataclass(frozen=True)
+class BoundOptions:
+    """How pre-activation bounds are computed.
+
+    - `method`: the last step of interval -> symbolic (CROWN back-substitution) -> LP.
+    - `lower_slopes` of the unstable ReLUs' relaxations in the pre-activation rows: CROWN's adaptive
+      ones, the best of CROWN's, the parallel and the flipped ones ("best-of-three"), or those
+      then optimised per row by `alpha_steps` projected Adam steps ("alpha", with "per-box" rows;
+      within `alpha.WORK`).
+    - `rows` back-substituted per ReLU layer: "all" neurons of a box without parent bounds (their
+      tighter bounds size later layers) and the unstable ones below a parent; "unstable": neurons
+      unstable in some box of the batch; "per-box": each box's own unstable neurons.
+    - `symbolic_output`: the output layer back-substituted too (else its interval bounds).
+    - `lp_deadline` (`time.perf_counter()`): LP tightening stops there; `lp_output` also LP-tightens
+      the output bounds.
+    """
+
+    method: str = "symbolic"
+    lower_slopes: str = "crown"
+    alpha_steps: int = 10
+    rows: str = "all"
+    symbolic_output: bool = True
+    lp_deadline: float | None = None
+    lp_output: bool = False
+
+    def __post_init__(self) -> None:
+        if self.method not in BOUND_METHODS:
+            raise BadInput(f"unknown bounds method {self.method!r}; choose one of {', '.join(BOUND_METHODS)}")
+        if self.lower_slopes not in LOWER_SLOPES:
+            raise ValueError(f"unknown lower slopes {self.lower_slopes!r}; choose one of {', '.join(LOWER_SLOPES)}")
+        if self.rows not in ROWS:
+            raise ValueError(f"unknown rows {self.rows!r}; choose one of {', '.join(ROWS)}")
+
+    @property
+    def symbolic(self) -> bool:
+        return self.method != "interval"
+
+
+__all__ = ["BoundOptions", "LOWER_SLOPES", "ROWS"]
