@@ -78,15 +78,11 @@ def pgd_radius(model, x0: np.ndarray, label: int, seed: int = 0, steps: int = 50
                         return x
         return None
 
-    hi, best = 0.01, None
-    while best is None and hi <= 1.0:
-        best = attack(hi)
-        if best is None:
-            hi *= 2
+    best = attack(1.0)  # every input in [0, 1] is within linf distance 1 of x0
     if best is None:
         return float("inf")
     lo, hi = 0.0, float(torch.max(torch.abs(best - x0t)))
-    for _ in range(rounds):
+    for _ in range(rounds + 4):  # bisection from 1 instead of a doubling search from 0.01
         mid = 0.5 * (lo + hi)
         x = attack(mid)
         if x is None:

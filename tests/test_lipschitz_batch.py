@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from models.ir import sequential
 from solvers.bab import NodeBound, branch_and_bound
-from solvers.bounds import BoundOptions, NetworkBounds, bound_boxes, network_bounds, relu_blocks
+from solvers.bounds import BoundOptions, Bounds, bound_boxes, network_bounds, relu_blocks
 from solvers.bounds.jacobian import clarke_norm_bound, clarke_norm_bound_batch
 from solvers.phases import ACTIVE, INACTIVE
 from tests.lipschitz_oracles import exact_lipschitz, jacobian, opnorm, random_weights
@@ -89,7 +89,7 @@ def _sub_boxes(weights, seed, n, r, min_width, count, slopes):
     root = network_bounds(net, root_lo, root_hi, "symbolic")
     lo = rng.uniform(root_lo, root_hi - r / 2, (count, n))
     hi = lo + rng.uniform(min_width, r / 2, (count, n))
-    nb = bound_boxes(relu_blocks(net), lo, hi, _options(slopes), parents=NetworkBounds.stack([root] * count))
+    nb = bound_boxes(relu_blocks(net), lo, hi, _options(slopes), parents=Bounds.stack([root] * count))
     pre_lo, pre_hi = nb.pre_lo, nb.pre_hi
     return lo, hi, pre_lo, pre_hi, net
 
@@ -304,7 +304,7 @@ def test_fixed_phase_pre_bounds_contain_the_points_where_the_phases_hold(seed, s
     if stable_active.size:  # the last box assumes a provably active neuron inactive: empty
         fixed[-1, stable_active[0]] = -1
     per_layer = np.split(fixed, np.cumsum([len(l) for l in root.pre_lo])[:-1], axis=1)
-    bounder = bound_boxes(relu_blocks(net), lo, hi, _options(slopes), parents=NetworkBounds.stack([root] * count),
+    bounder = bound_boxes(relu_blocks(net), lo, hi, _options(slopes), parents=Bounds.stack([root] * count),
                           fixed=per_layer)
     pre_lo, pre_hi = bounder.pre_lo, bounder.pre_hi
     if stable_active.size:

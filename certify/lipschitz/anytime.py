@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from solvers.bab import BabProgress
 from solvers.bounds.jacobian import clarke_norm_bound
-from solvers.bounds.types import NetworkBounds, relu_blocks
+from solvers.bounds.types import Bounds, relu_blocks
 from solvers.bounds.jacobian_interval import phase_slopes
 from solvers.runtime import Budget, Progress, interrupted, past
 
@@ -21,7 +21,7 @@ from .options import LocalOptions, NormQuestion
 from .witness import WitnessSearch, closed
 
 
-def fast_upper(net, nb: NetworkBounds, question: NormQuestion) -> tuple[float, str]:
+def fast_upper(net, nb: Bounds, question: NormQuestion) -> tuple[float, str]:
     """(bound, what gave it): the smaller of the Clarke-Jacobian and global product bounds (the
     Clarke bound alone once Ctrl-C or the deadline stopped the run: the product costs a second on
     784-512-512 layers)."""
@@ -36,7 +36,7 @@ def fast_upper(net, nb: NetworkBounds, question: NormQuestion) -> tuple[float, s
     return jac, "Clarke-Jacobian bound"
 
 
-def bab_certificate(net, box, question: NormQuestion, opts: LocalOptions, nb: NetworkBounds, search: WitnessSearch,
+def bab_certificate(net, box, question: NormQuestion, opts: LocalOptions, nb: Bounds, search: WitnessSearch,
                     budget: Budget, fast: tuple[float, str], live, method: str) -> LipschitzCertificate:
     """The certificate of the branch-and-bound ("bab") or of the fast bound alone ("bounds")."""
     upper, source = fast

@@ -33,7 +33,7 @@ from solvers.bab import BabProgress, NodeBound, branch_and_bound
 from solvers.bounds import BoundOptions, bound_boxes, network_bounds
 from solvers.bounds.jacobian import clarke_norm_bound, clarke_norm_bound_batch
 from solvers.bounds.jacobian_interval import phase_slopes, slope_patterns
-from solvers.bounds.types import NetworkBounds, relu_blocks
+from solvers.bounds.types import Bounds, relu_blocks
 from solvers.phases import ACTIVE, INACTIVE, UNSTABLE
 from solvers.regions import has_no_interior, interior_point
 from solvers.runtime import Budget
@@ -75,7 +75,7 @@ class _Node:
     lo: np.ndarray
     hi: np.ndarray
     fixed: tuple[np.ndarray, ...] | None
-    prior: NetworkBounds | None
+    prior: Bounds | None
     parent_bound: float = math.inf
     hollow: int = 0        # splits since the fixed pattern (every phase known) showed no interior point
     strong: bool = False   # made by a strong input split (`branch_many`)
@@ -96,7 +96,7 @@ class LipschitzBab:
     """The `BabProblem` of one local Lipschitz question (see module doc)."""
 
     def __init__(self, net: Network, box: Box, question: NormQuestion, search: WitnessSearch,
-                 node_lp: bool = True, root_bounds: NetworkBounds | None = None, milp_finish: bool = False,
+                 node_lp: bool = True, root_bounds: Bounds | None = None, milp_finish: bool = False,
                  budget: Budget | None = None) -> None:
         self.net, self.box, self.q, self.search = net, box, question, search
         self.milp_finish, self.budget = milp_finish and question.p != "l2" and question.q != "l2", budget
@@ -178,7 +178,7 @@ class LipschitzBab:
         if any(n.fixed is not None for n in nodes):
             fixed = [np.stack([np.zeros(b.out_dim, dtype=np.int8) if n.fixed is None else n.fixed[j] for n in nodes])
                      for j, b in enumerate(self.blocks[:-1])]
-        batch = bound_boxes(self.blocks, lo, hi, self.batched, parents=NetworkBounds.stack([n.prior for n in nodes]),
+        batch = bound_boxes(self.blocks, lo, hi, self.batched, parents=Bounds.stack([n.prior for n in nodes]),
                             fixed=fixed)
         empty, ph = batch.empty, batch.phases()
         unstable = sum((p == UNSTABLE).sum(axis=1) for p in ph)
@@ -216,7 +216,7 @@ class LipschitzBab:
             result.append(NodeBound(float(upper[b]), float(lower[b]), leaf=bool(unstable[b] == 0), data=nb))
         return result
 
-    def _exact_leaf(self, node: _Node, nb: NetworkBounds, upper: float, lower: float) -> NodeBound:
+    def _exact_leaf(self, node: _Node, nb: Bounds, upper: float, lower: float) -> NodeBound:
         """A node whose phases are all known, some of them fixed: one Jacobian on the part of the
         box where they hold. A point inside that region is replayed (its norm is the node's exact
         value), or the region is proven to have no interior in the box (the node is dropped)."""
@@ -234,7 +234,7 @@ class LipschitzBab:
             return NodeBound(-math.inf, leaf=True)
         return NodeBound(upper, lower, leaf=True, data=nb)
 
-    def _completions(self, node: _Node, nb: NetworkBounds, upper: float, lower: float) -> NodeBound:
+    def _completions(self, node: _Node, nb: Bounds, upper: float, lower: float) -> NodeBound:
         """A node with a few unstable neurons, bounded through its completions: each choice of
         their phases is one pattern with one Jacobian (its certified norm). A pattern whose norm
         exceeds the lower bound is resolved by the region LP: a point inside it is replayed (the
@@ -259,7 +259,7 @@ class LipschitzBab:
         return NodeBound(min(upper, bound), lower, leaf=not open_left, data=nb)
 
     def branch(self, node: _Node, nb: NodeBound, prune_level: float):
-        bounds: NetworkBounds = nb.data
+        bounds: Bounds = nb.data
         phases = bounds.phases()
         if self._splits_input(node, nb):
             return [(c, None) for c in self._halves(node, nb, self._input(node, bounds, phases))]
@@ -386,7 +386,7 @@ class LipschitzBab:
     def _splittable(self, node: _Node) -> bool:
         return self.split_inputs and bool(self._wide_inputs(node))
 
-    def _input(self, node: _Node, bounds: NetworkBounds, phases) -> int:
+    def _input(self, node: _Node, bounds: Bounds, phases) -> int:
         """The input whose halving most shrinks the unstable neurons' ranges: width times the
         influence on each unstable neuron (|W| chains through the neurons not inactive on the node:
         the chain through every neuron mis-ranks the inputs on ACAS Xu, 1.5x looser bounds),
@@ -409,7 +409,7 @@ class LipschitzBab:
             return wide[int(np.argmax(score[wide] * mean))]
         return int(np.argmax(score)) if np.any(score > 0) else int(np.argmax(width))
 
-    def _neuron(self, bounds: NetworkBounds, phases) -> tuple[int, int]:
+    def _neuron(self, bounds: Bounds, phases) -> tuple[int, int]:
         """The unstable neuron whose slope uncertainty weighs most: |pre-activation range| times
         the |W| chain from it to the output (a BaBSR-like score)."""
         best, where = -1.0, (0, 0)
@@ -426,7 +426,7 @@ class LipschitzBab:
                 best, where = float(sc[i]), (j, i)
         return where
 
-    def _lp_bound(self, nb: NetworkBounds) -> float:
+    def _lp_bound(self, nb: Bounds) -> float:
         from solvers.lp import SafeLp
         from solvers.milp.lipschitz import build_lipschitz_milp
 
@@ -441,7 +441,7 @@ class LipschitzBab:
             return -math.inf
         return milp.to_lipschitz(out.bound + milp.model.obj_offset + milp.model.obj_err)
 
-    def _milp_bound(self, nb: NetworkBounds) -> tuple[float, bool]:
+    def _milp_bound(self, nb: Bounds) -> tuple[float, bool]:
         """The exact MILP finisher on a node with few unstable neurons: (proven bound, closed).
         Its incumbents are replayed as witnesses of the whole question (their regions meet the
         node, a sub-box of the question's box)."""
@@ -489,7 +489,7 @@ def _unstable(nb: NodeBound) -> int:
 
 def lipschitz_bab(net: Network, box: Box, question: NormQuestion, search: WitnessSearch, budget: Budget,
                   progress=None, node_lp: bool = False, max_nodes: int | None = None,
-                  root_bounds: NetworkBounds | None = None, milp_finish: bool = False,
+                  root_bounds: Bounds | None = None, milp_finish: bool = False,
                   target: float = -math.inf) -> BabOutcome:
     """Run the branch-and-bound until the interval closes (1e-6 relative), the budget ends or Ctrl-C.
     `milp_finish`: close nodes with few unstable neurons by the exact (proven) MILP. `target`: nodes

@@ -27,7 +27,7 @@ import numpy as np
 from models.box import Box
 from models.ir import Network
 from solvers.bab import NodeBound, branch_and_bound
-from solvers.bounds import NetworkBounds
+from solvers.bounds import Bounds
 from solvers.bounds.jacobian_interval import interval_jacobian, phase_slopes, slope_patterns
 from solvers.bounds.options import BoundOptions
 from solvers.bounds.pipeline import bound_boxes
@@ -107,9 +107,9 @@ class SplitDecider:
         self.options = BoundOptions(rows="unstable", symbolic_output=False)
         self.reach = np.sum(np.abs(self.weights[0]), axis=0)  # first-layer sensitivity of each input
 
-    def _evaluate(self, lo: np.ndarray, hi: np.ndarray, parents: list, proposal: float) -> tuple[np.ndarray, list[NetworkBounds]]:
+    def _evaluate(self, lo: np.ndarray, hi: np.ndarray, parents: list, proposal: float) -> tuple[np.ndarray, list[Bounds]]:
         nb = bound_boxes(self.blocks, lo, hi, self.options,
-                         parents=NetworkBounds.stack(parents) if all(p is not None for p in parents) else None)
+                         parents=Bounds.stack(parents) if all(p is not None for p in parents) else None)
         pre_lo, pre_hi = nb.pre_lo, nb.pre_hi
         Lw, Uw = interval_jacobian(self.weights, *phase_slopes(nb.phases()))
         Lw, Uw = np.broadcast_to(Lw, (len(lo),) + Lw.shape[-2:]), np.broadcast_to(Uw, (len(lo),) + Uw.shape[-2:])
@@ -146,7 +146,7 @@ _STOPS = {"interrupted": "time_limit"}
 class _Box:
     lo: np.ndarray
     hi: np.ndarray
-    state: NetworkBounds | None  # the parent's pre-activation bounds until bounded, then its own
+    state: Bounds | None  # the parent's pre-activation bounds until bounded, then its own
     split: int = -1
 
 

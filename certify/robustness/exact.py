@@ -17,7 +17,7 @@ import numpy as np
 
 from models.box import Box
 from solvers.bounds import network_bounds
-from solvers.bounds.types import NetworkBounds
+from solvers.bounds.types import Bounds
 from solvers.milp.robustness import FlipMilp, FlipRows
 from solvers.milp.sound import SoundSolve, sound_solve
 from solvers.rounding import down
@@ -66,9 +66,9 @@ class BoxBounds:
 
     def __init__(self, question: FlipQuestion, opts: SearchOptions) -> None:
         self.net, self.method = question.net, opts.bounds
-        self.cache: dict[bytes, NetworkBounds] = {}
+        self.cache: dict[bytes, Bounds] = {}
 
-    def __call__(self, box: Box, budget: Budget) -> NetworkBounds:
+    def __call__(self, box: Box, budget: Budget) -> Bounds:
         key = box.lo.tobytes() + box.hi.tobytes()
         if key not in self.cache:
             self.cache[key] = network_bounds(self.net, np.array(box.lo), np.array(box.hi), self.method,
@@ -76,7 +76,7 @@ class BoxBounds:
         return self.cache[key]
 
 
-def run_exact(question: FlipQuestion, nb: NetworkBounds, build: Callable, sense: str, opts: SearchOptions,
+def run_exact(question: FlipQuestion, nb: Bounds, build: Callable, sense: str, opts: SearchOptions,
               budget: Budget, *, settle: Callable[[np.ndarray], Flip | None], to_units: Callable[[float], float],
               fallback: float | None = None, on_progress: Hook | None = None) -> ExactStage:
     """`build(net, nb)` -> FlipMilp (minimising or maximising: `sense`) over nb's box, or None when

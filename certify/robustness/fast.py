@@ -34,7 +34,7 @@ from solvers.bounds import network_bounds, relu_blocks
 from solvers.bounds.jacobian import clarke_norm_bound
 from solvers.bounds.rows import output_row_bounds
 from solvers.bounds.jacobian_interval import phase_slopes
-from solvers.bounds.types import NetworkBounds
+from solvers.bounds.types import Bounds
 from solvers.rounding import down
 from solvers.runtime import past
 
@@ -73,16 +73,16 @@ class FastBounds:
         at_point = network_bounds(question.net, x0, x0, "interval")
         return output_row_bounds(relu_blocks(question.net), at_point, question.flip.C)[0]
 
-    def network_bounds(self, box: Box) -> NetworkBounds:
+    def network_bounds(self, box: Box) -> Bounds:
         self.evaluations += 1
         return network_bounds(self.q.net, np.array(box.lo), np.array(box.hi), self.bounds)
 
-    def kept(self, box: Box, nb: NetworkBounds | None = None) -> bool:
+    def kept(self, box: Box, nb: Bounds | None = None) -> bool:
         """Proven: no point of the box flips (sound bounds of the margins are > 0)."""
         nb = nb or self.network_bounds(box)
         return self.q.flip.proven_kept(output_row_bounds(self.blocks, nb, self.q.flip.C)[0])
 
-    def lipschitz_radius(self, nb: NetworkBounds, norm: str, deadline: float | None = None) -> float:
+    def lipschitz_radius(self, nb: Bounds, norm: str, deadline: float | None = None) -> float:
         """Distance below which the margins keep the class, from gradient bounds over nb's box (a
         row reached after `deadline`, the command deadline or Ctrl-C counts as radius 0: sound)."""
         s_lo, s_hi = phase_slopes(nb.phases())

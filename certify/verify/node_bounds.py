@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from models.ir import Network
-from solvers.bounds import NetworkBounds, network_bounds, relu_blocks
+from solvers.bounds import Bounds, network_bounds, relu_blocks
 from solvers.bounds.interval import affine_interval
 from solvers.bounds.options import BoundOptions
 from solvers.bounds.pipeline import bound_boxes
@@ -146,7 +146,7 @@ class BatchedSymbolicBounds:
 
     def __call__(self, region: Region, lo: np.ndarray, hi: np.ndarray, states: list[Any] | None = None) -> NodeBounds:
         states = states if states is not None else [None] * len(lo)
-        parents = NetworkBounds.stack(states) if all(s is not None for s in states) else None
+        parents = Bounds.stack(states) if all(s is not None for s in states) else None
         K = len(self.blocks) - 1
         hint = lo.shape[1] <= SPLIT_HINT_MAX_INPUTS
         sens: list | None = [] if hint else None

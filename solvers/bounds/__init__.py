@@ -4,7 +4,7 @@
   box's parent bounds intersected and fixed ReLU phases imposed; `network_bounds(net, lo, hi,
   method)` is it for one box. `BoundOptions` chooses the steps (`pipeline`): interval
   (`interval.affine_interval`), symbolic (`symbolic.backsubstitute_upper`, lower slopes CROWN's,
-  best of three or optimised: `alpha`), LP (`lp.lp_tighten_layer`). One `NetworkBounds` type
+  best of three or optimised: `alpha`), LP (`lp.lp_tighten_layer`). One `Bounds` type
   holds the result (one box or a batch).
 - `rows.output_row_bounds`: bounds of linear functions of the output (class margins).
 - `jacobian_interval.interval_jacobian`: entrywise bounds of the Clarke Jacobians over slope boxes;
@@ -19,14 +19,14 @@ hold for every point of the box; they size big-M constants of MILPs.
 
 from .options import BoundOptions
 from .pipeline import METHODS, bound_boxes, network_bounds, unstable_after_each_step
-from .types import ACTIVE, INACTIVE, UNSTABLE, NetworkBounds, StepStats, phases, relu_blocks
+from .types import ACTIVE, INACTIVE, UNSTABLE, Bounds, StepStats, phases, relu_blocks
 
 __all__ = [
     "ACTIVE",
     "BoundOptions",
     "INACTIVE",
     "METHODS",
-    "NetworkBounds",
+    "Bounds",
     "StepStats",
     "UNSTABLE",
     "bound_boxes",

@@ -22,7 +22,7 @@ from models.memory import BLOCK_BYTES, block_rows, fits, require_work, work_left
 
 from .blocked import abs_matmul, interval_matmul, right_abs_matmul, right_interval_matmul
 from .interval import affine_interval
-from .jacobian_interval import interval_jacobian
+from .jacobian_interval import fixed_jacobian, interval_jacobian, rounding_allowance
 from .jacobian_linear import linear_pass_upper
 from .types import ACTIVE, UNSTABLE
 
@@ -98,7 +98,7 @@ def clarke_norm_bound(weights: list[np.ndarray], s_lo: list[np.ndarray], s_hi: l
     the |W| chain. `deadline` (a `time.perf_counter()` value): linear bounds not started by then
     are skipped (their interval bounds stand), so the call ends soon after it."""
     from ..norms import dual, operator_norm_upper
-    from ..rounding import gamma, round_up
+    from ..rounding import round_up
 
     m = weights[-1].shape[0]
     C = _output_functionals(m, q, target)
@@ -108,10 +108,7 @@ def clarke_norm_bound(weights: list[np.ndarray], s_lo: list[np.ndarray], s_hi: l
     if all(np.array_equal(a, b) for a, b in zip(s_lo, s_hi)):  # one Jacobian: its norm, certified
         # M, its magnitude, their products and scaled copies: about five widest x n0 matrices
         with working(8.0 * 5 * widest * n0, what, JACOBIAN_ALTERNATIVE):
-            M, mag = weights[0], np.abs(weights[0])
-            for s, W in zip(s_lo, weights[1:]):
-                M, mag = W @ (s[:, None] * M), abs_matmul(W, s[:, None] * mag, what)
-            err = 4.0 * gamma(length) * mag
+            M, err = fixed_jacobian(weights, s_lo, chain=length, what=what)
             if target is not None:
                 c = np.asarray(target, dtype=np.float64)
                 M, err = (c @ M)[None, :], ((np.abs(c) @ err) * (1 + 1e-12))[None, :]
@@ -180,7 +177,7 @@ def _functional_bounds_of(weights, s_lo, s_hi, p: str, C: np.ndarray, length: in
                           linear_above: float | None = -math.inf, deadline: float | None = None) -> np.ndarray:
     """`_functional_bounds` of the functionals C in one piece."""
     from ..norms import dual
-    from ..rounding import gamma, round_up
+    from ..rounding import round_up
 
     B = s_lo[0].shape[0]
     what = "interval bounds of the Jacobian rows"
@@ -193,7 +190,7 @@ def _functional_bounds_of(weights, s_lo, s_hi, p: str, C: np.ndarray, length: in
         GL, GU = np.minimum(GL * sl, GL * sh), np.maximum(GU * sl, GU * sh)
         GL, GU = right_interval_matmul(GL, GU, W, what)
         mag = right_abs_matmul(mag * sh, W, what)
-    err = 4.0 * gamma(length) * mag
+    err = rounding_allowance(weights, mag, length)
     D = _input_directions(p, weights[0].shape[1])
     if D is not None:  # both sides enumerated: each pair (c, w) bounded forwards and backwards
         return _paired_bound(weights, s_lo, s_hi, C, D, GL, GU, err, rows[::-1], linear_above, deadline)

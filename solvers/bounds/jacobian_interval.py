@@ -27,26 +27,45 @@ def interval_jacobian(weights: list[np.ndarray], s_lo: list[np.ndarray], s_hi: l
     """(L, U): entrywise bounds (m, n) of every Jacobian with slopes in [s_lo[j], s_hi[j]] ((n_j,)
     arrays), widened by the rounding allowance; a batch of slope boxes ((B, n_j) arrays) gives
     (B, m, n). The same list passed as s_lo and s_hi fixes every slope: the one Jacobian of each
-    box is multiplied out (its rounding covered by the same allowance). `chain`: the summation
-    chain length when the caller's products extend it (default: the maps' inputs plus 2)."""
+    box is multiplied out (`fixed_jacobian`). `chain`: the summation chain length when the
+    caller's products extend it (default: the maps' inputs plus 2)."""
+    if s_lo is s_hi:  # one slope per neuron (e.g. vertex patterns): each box holds one Jacobian
+        M, E = fixed_jacobian(weights, s_lo, chain, what)
+        return M - E, M + E
     W0 = weights[0]
     batch = s_lo[0].shape[:-1] if s_lo else ()
     L = U = np.broadcast_to(W0, batch + W0.shape)
     mag = np.abs(L)
-    exact = s_lo is s_hi  # one slope per neuron (e.g. vertex patterns): each box holds one Jacobian
     for sl, sh, W in zip(s_lo, s_hi, weights[1:]):
         sl, sh = sl[..., None], sh[..., None]
-        if exact:
-            L = U = W @ (sh * L)
-        else:
-            # slope s in [s_lo, s_hi] (a subset of [0, 1]) times an entry in [L, U]
-            L, U = np.minimum(sl * L, sh * L), np.maximum(sl * U, sh * U)
-            L, U = interval_matmul(W, L, U, what)
+        # slope s in [s_lo, s_hi] (a subset of [0, 1]) times an entry in [L, U]
+        L, U = np.minimum(sl * L, sh * L), np.maximum(sl * U, sh * U)
+        L, U = interval_matmul(W, L, U, what)
         mag = abs_matmul(W, sh * mag, what)
+    E = rounding_allowance(weights, mag, chain)
+    return L - E, U + E
+
+
+def fixed_jacobian(weights: list[np.ndarray], slopes: list[np.ndarray], chain: int | None = None,
+                   what: str = "the Jacobian") -> tuple[np.ndarray, np.ndarray]:
+    """(M, E): the Jacobian W_k D_{k-1} ... D_0 W_0 with the given slopes ((n_j,) or a batch
+    (B, n_j)) multiplied out in float64, and E >= 0 bounding its rounding error entrywise (the
+    allowance of the module docstring): the exact Jacobian lies in [M - E, M + E]."""
+    M = np.broadcast_to(weights[0], (slopes[0].shape[:-1] if slopes else ()) + weights[0].shape)
+    mag = np.abs(M)
+    for s, W in zip(slopes, weights[1:]):
+        s = s[..., None]
+        M, mag = W @ (s * M), abs_matmul(W, s * mag, what)
+    return M, rounding_allowance(weights, mag, chain)
+
+
+def rounding_allowance(weights: list[np.ndarray], mag: np.ndarray, chain: int | None = None) -> np.ndarray:
+    """The bound of the float64 rounding error of Jacobian products whose magnitude chain is `mag`
+    (|W_k| S_{k-1} ... |W_0|, or a row c^T of it): 4 gamma(N) mag, N the summation chain
+    (default: the maps' inputs plus 2). The one place this allowance is written."""
     if chain is None:
         chain = sum(W.shape[1] for W in weights) + 2
-    E = 4.0 * gamma(chain) * mag
-    return L - E, U + E
+    return 4.0 * gamma(chain) * mag
 
 
 def slope_patterns(phases: list[np.ndarray]) -> list[np.ndarray]:
@@ -67,4 +86,4 @@ def slope_patterns(phases: list[np.ndarray]) -> list[np.ndarray]:
     return out
 
 
-__all__ = ["interval_jacobian", "phase_slopes", "slope_patterns"]
+__all__ = ["fixed_jacobian", "interval_jacobian", "phase_slopes", "rounding_allowance", "slope_patterns"]

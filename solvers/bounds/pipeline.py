@@ -5,7 +5,7 @@ Layer j is bounded from the final bounds of layers < j; each step is intersected
 one and with the parent's bounds when given (a child box lies inside its parent: its bounds are
 never looser), and the LP step only touches neurons still unstable. Branch-and-bound nodes also
 pass fixed ReLU phases. Step times and unstable counts are recorded so their effect can be
-measured (`NetworkBounds.steps`). What each step does is chosen by one `BoundOptions`.
+measured (`Bounds.steps`). What each step does is chosen by one `BoundOptions`.
 
 Two savings of the batched symbolic step, both sound because a child box lies inside its parent:
 a neuron stable on the parent is stable on the child, so only neurons still unstable are
@@ -29,7 +29,7 @@ from .interval import affine_interval, magnitudes
 from .lp import lp_tighten_layer
 from .options import BoundOptions
 from .symbolic import LiveLayers, backsubstitute_upper, best_of_slopes, optimized_slopes_bound, row_block
-from .types import NetworkBounds, StepStats, phases, relu_blocks
+from .types import Bounds, StepStats, phases, relu_blocks
 
 BoundMethod = Literal["interval", "symbolic", "lp"]
 METHODS = BOUND_METHODS
@@ -44,8 +44,8 @@ def network_bounds(
     lp_deadline: float | None = None,
     lp_output: bool = False,
     fixed: list[np.ndarray] | None = None,
-    prior: NetworkBounds | None = None,
-) -> NetworkBounds | None:
+    prior: Bounds | None = None,
+) -> Bounds | None:
     """Sound pre-activation bounds of every ReLU layer of `net` over lo <= x <= hi: `bound_boxes`
     for a batch of one box with `BoundOptions(method, lp_deadline=..., lp_output=...)`.
 
@@ -59,7 +59,7 @@ def network_bounds(
     if lo.shape != (net.input_dim,) or hi.shape != (net.input_dim,) or np.any(lo > hi):
         raise BadInput(f"the input box must be two vectors of {net.input_dim} values with lo <= hi")
     nb = bound_boxes(relu_blocks(net), lo[None], hi[None], options,
-                     parents=None if prior is None else NetworkBounds.stack([prior]),
+                     parents=None if prior is None else Bounds.stack([prior]),
                      fixed=None if fixed is None else [np.asarray(f)[None] for f in fixed])
     if nb.empty[0]:
         return None  # the fixed phases contradict each other on this box
@@ -74,12 +74,12 @@ def bound_boxes(
     hi: np.ndarray,
     options: BoundOptions = BoundOptions(),
     *,
-    parents: NetworkBounds | None = None,
+    parents: Bounds | None = None,
     fixed: list[np.ndarray] | None = None,
     sens: list | None = None,
-) -> NetworkBounds:
+) -> Bounds:
     """Sound bounds of every layer of the network `blocks` (`relu_blocks`) over each box
-    lo[b] <= x <= hi[b] (B, n): a `NetworkBounds` of (B, n_j) arrays.
+    lo[b] <= x <= hi[b] (B, n): a `Bounds` of (B, n_j) arrays.
 
     `parents`: bounds (a batch of B) of boxes containing them, intersected layer by layer.
     `fixed` (per ReLU layer, (B, n_j): +1 assumed active, -1 inactive, 0 free): each box's bounds
@@ -144,7 +144,7 @@ def bound_boxes(
                 live.add(l, u)
             prev_lo, prev_hi = np.maximum(l, 0.0), np.maximum(u, 0.0)
     out_lo, out_hi = pre_lo.pop(), pre_hi.pop()
-    return NetworkBounds(lo, hi, pre_lo, pre_hi, out_lo, out_hi, options.method, list(steps.values()), empty,
+    return Bounds(lo, hi, pre_lo, pre_hi, out_lo, out_hi, options.method, list(steps.values()), empty,
                          relaxed=(live, mags))
 
 

@@ -1,4 +1,4 @@
-"""Sound bounds of linear functions of a network's output, C f(x), over the box of `NetworkBounds`.
+"""Sound bounds of linear functions of a network's output, C f(x), over the box of `Bounds`.
 
 Class margins f_c - f_j are such rows. Bounding a row as a row (CROWN back-substitution of C
 itself down to the input) keeps the correlation between f_c and f_j that per-output bounds lose;
@@ -13,10 +13,10 @@ from models.ir import Affine
 
 from .interval import affine_interval, magnitudes
 from .symbolic import LiveLayers, backsubstitute_upper
-from .types import NetworkBounds
+from .types import Bounds
 
 
-def relaxed_layers(blocks: list[Affine], nb: NetworkBounds) -> tuple[LiveLayers, list[np.ndarray]]:
+def relaxed_layers(blocks: list[Affine], nb: Bounds) -> tuple[LiveLayers, list[np.ndarray]]:
     """The relaxed ReLU layers and magnitudes of nb's boxes (a batch, or one box as a batch of one):
     those the bound engine kept, or rebuilt from the bounds."""
     if nb.relaxed is not None:
@@ -29,7 +29,7 @@ def relaxed_layers(blocks: list[Affine], nb: NetworkBounds) -> tuple[LiveLayers,
     return live, magnitudes([b.weight for b in blocks], [b.bias for b in blocks], lo, hi)
 
 
-def output_row_bounds(blocks: list[Affine], nb: NetworkBounds, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def output_row_bounds(blocks: list[Affine], nb: Bounds, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(lower, upper) of every row of `rows` @ f(x) over nb's box; `blocks` = `relu_blocks(net)`."""
     C = np.atleast_2d(np.asarray(rows, dtype=np.float64))
     k, last = C.shape[0], len(blocks) - 1

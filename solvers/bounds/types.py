@@ -49,7 +49,7 @@ class StepStats:
 
 
 @dataclass
-class NetworkBounds:
+class Bounds:
     """Sound float64 bounds over the box lo <= x <= hi, or over a batch of boxes.
 
     `pre_lo[j]`, `pre_hi[j]` bound the input z_j of ReLU layer j (see `relu_blocks`);
@@ -80,20 +80,20 @@ class NetworkBounds:
         """Boxes held (1 for one box)."""
         return 1 if self.lo.ndim == 1 else self.lo.shape[0]
 
-    def box(self, b: int) -> "NetworkBounds":
+    def box(self, b: int) -> "Bounds":
         """The bounds of box b of a batch (copies: a view would keep the whole batch alive)."""
-        return NetworkBounds(self.lo[b].copy(), self.hi[b].copy(), [l[b].copy() for l in self.pre_lo],
+        return Bounds(self.lo[b].copy(), self.hi[b].copy(), [l[b].copy() for l in self.pre_lo],
                              [u[b].copy() for u in self.pre_hi], self.out_lo[b].copy(), self.out_hi[b].copy(),
                              self.method)
 
     @staticmethod
-    def stack(boxes: "list[NetworkBounds]") -> "NetworkBounds":
+    def stack(boxes: "list[Bounds]") -> "Bounds":
         """One batch from the bounds of single boxes (e.g. the parents of a batch of nodes)."""
         def rows(get):
             return np.stack([get(b) for b in boxes])
 
         K = boxes[0].num_layers
-        return NetworkBounds(rows(lambda b: b.lo), rows(lambda b: b.hi), [rows(lambda b: b.pre_lo[j]) for j in range(K)],
+        return Bounds(rows(lambda b: b.lo), rows(lambda b: b.hi), [rows(lambda b: b.pre_lo[j]) for j in range(K)],
                              [rows(lambda b: b.pre_hi[j]) for j in range(K)], rows(lambda b: b.out_lo),
                              rows(lambda b: b.out_hi), boxes[0].method)
 

@@ -36,7 +36,7 @@ from models.ir import Affine, Network
 
 from ..bounds.interval import affine_interval
 from ..bounds.jacobian import SwitchedPassBounds, jacobian_maps, switched_pass_bounds
-from ..bounds.types import NetworkBounds, relu_blocks
+from ..bounds.types import Bounds, relu_blocks
 from ..choices import FORMULATIONS, PASS_BOUNDS
 from ..lp import Expr, ForwardEncoding, MilpBuilder, MilpModel, SafeLp, encode_relu_network
 from ..phases import UNSTABLE
@@ -173,7 +173,7 @@ class LipschitzMilp:
 
 def build_lipschitz_milp(
     net: Network,
-    bounds: NetworkBounds,
+    bounds: Bounds,
     input_norm: str,
     output_norm: str | None,
     target: np.ndarray | None = None,

@@ -8,7 +8,7 @@ A *flip* is an input where rows C of class margins say the decision changed:
 
 Ties count as flips (<= 0), so the flip set is closed and every minimum below is attained.
 
-Objectives over the flips inside the box of a `NetworkBounds` (every stage shares that box):
+Objectives over the flips inside the box of a `Bounds` (every stage shares that box):
 
 - `build_radius_milp`: minimise t with ||x - x0|| <= t: linf rows -t <= x_i - x0_i <= t; l1 rows
   s_i >= |x_i - x0_i|, t >= sum s_i; l2 a convex quadratic constraint sum y_i^2 <= s on
@@ -36,7 +36,7 @@ from models.ir import Network
 
 from ..bounds.rows import output_row_bounds
 from ..choices import NORMS
-from ..bounds.types import NetworkBounds, relu_blocks
+from ..bounds.types import Bounds, relu_blocks
 from ..lp import Expr, ForwardEncoding, MilpBuilder, MilpModel, encode_relu_network
 from ..rounding import down, mul_up, up
 
@@ -84,7 +84,7 @@ class FlipMilp:
         """The network input of a model solution."""
         return np.asarray(v, dtype=np.float64)[self.forward.x].copy()
 
-    def leaves_bounds(self, net: Network, nb: NetworkBounds, v: np.ndarray) -> str | None:
+    def leaves_bounds(self, net: Network, nb: Bounds, v: np.ndarray) -> str | None:
         """Why a solver point cannot be trusted as a hint (it leaves the sound bounds), or None."""
         x = np.clip(self.point(v), nb.lo, nb.hi)
         for j, z in enumerate(net.preactivations(x)):
@@ -102,7 +102,7 @@ class FlipMilp:
         return L2NodeBound(self.model, self.y, self.t)
 
 
-def _encode_flip(builder: MilpBuilder, net: Network, nb: NetworkBounds, flip: FlipRows
+def _encode_flip(builder: MilpBuilder, net: Network, nb: Bounds, flip: FlipRows
                  ) -> tuple[ForwardEncoding, np.ndarray, np.ndarray] | None:
     """The forward pass over nb's box and the flip constraints; None when no flip is possible."""
     blocks = relu_blocks(net)
@@ -133,7 +133,7 @@ def _encode_flip(builder: MilpBuilder, net: Network, nb: NetworkBounds, flip: Fl
     return fwd, keep, binaries
 
 
-def build_radius_milp(net: Network, nb: NetworkBounds, center: np.ndarray, norm: str, flip: FlipRows,
+def build_radius_milp(net: Network, nb: Bounds, center: np.ndarray, norm: str, flip: FlipRows,
                       t_lo: float = 0.0, t_hi: float = math.inf) -> FlipMilp | None:
     """min ||x - center|| over the flips in nb's box with t_lo <= ||x - center|| <= t_hi (see the
     module doc); the objective is t for linf/l1 and t^2 for l2. None: no flip in the box."""
@@ -175,7 +175,7 @@ def build_radius_milp(net: Network, nb: NetworkBounds, center: np.ndarray, norm:
     return FlipMilp(builder.build(), fwd, objective, keep, binaries, int(t[0]), y_idx if norm == "l2" else None)
 
 
-def build_side_milp(net: Network, nb: NetworkBounds, feature: int, sense: Literal["min", "max"], flip: FlipRows
+def build_side_milp(net: Network, nb: Bounds, feature: int, sense: Literal["min", "max"], flip: FlipRows
                     ) -> FlipMilp | None:
     """min or max of input `feature` over the flips in nb's box; None: no flip in the box."""
     builder = MilpBuilder()
