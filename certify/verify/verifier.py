@@ -22,7 +22,7 @@ from models.errors import BadInput
 from models.ir import Network
 from models.onnx_reference import OnnxReference, resolve_model
 from solvers.blas import single_threaded_blas
-from solvers.runtime import command_deadline, earliest, interrupted
+from solvers.runtime import command_deadline, earliest, interrupted, past
 
 from ..certificate import Status, issue
 from .attack import Falsifier
@@ -103,7 +103,7 @@ def _verify(model, spec, timeout, reference, seed, bounder, attack_seconds, max_
                                               upper=None, box=box, nodes=0, seconds=time.perf_counter() - t0,
                                               notes=notes, details=details, **common), net)
 
-    bounder = bounder or BatchedSymbolicBounds(net)
+    bounder = bounder or BatchedSymbolicBounds(net, deadline=deadline)
     search = InputSplitSearch(falsifier, bounder, batch_size=batch_size, max_split_dims=max_split_dims)
     t_search = time.perf_counter()
     out = search.run(deadline)
@@ -112,6 +112,12 @@ def _verify(model, spec, timeout, reference, seed, bounder, attack_seconds, max_
     details["attack"]["points"] = falsifier.points
     notes += out.notes
     result = _RESULT[out.status]
+    if result == "unknown" and past(deadline):
+        # the bounds were cut short by the deadline (`BoundOptions.deadline`): more time could close
+        # the nodes left open. A closed search (unsat) or a replayed counterexample (sat) is reported
+        # as such even when the deadline passed while it finished.
+        result = "timeout"
+        notes.append("the time limit passed while the nodes left open were bounded")
     status = Status.INTERRUPTED if result == "timeout" and interrupted() else None
     if status:
         notes.append("interrupted (Ctrl-C): the search stopped undecided")

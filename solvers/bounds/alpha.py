@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..runtime import past
+
 ITERATIONS = 10
 STEP = 0.25
 WORK = 4e9  # estimated multiply-adds of one optimisation (about half a second); wider calls keep fixed slopes
@@ -36,7 +38,8 @@ def optimization_bytes(live, j: int, boxes: int, rows: int) -> float:
 
 
 def optimized_lower_slopes(live, j: int, coeff: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                           iterations: int = ITERATIONS, step: float = STEP) -> list[np.ndarray]:
+                           iterations: int = ITERATIONS, step: float = STEP,
+                           deadline: float | None = None) -> list[np.ndarray]:
     """Lower slopes (B, R, n_t) for each ReLU layer t < j (alive neurons of `live`), chosen to
     shrink the upper bounds of the rows `coeff` (R, n_j) or (B, R, n_j) of z_j over each box
     [lo, hi] (B, n). Stable neurons keep their exact slope; a heuristic, not a bound.
@@ -63,6 +66,8 @@ def optimized_lower_slopes(live, j: int, coeff: np.ndarray, lo: np.ndarray, hi: 
     v = [np.zeros_like(a) for a in alpha]
     x_hi, x_lo = hi.astype(np.float32)[:, None, :], lo.astype(np.float32)[:, None, :]
     for k in range(1, iterations + 1):
+        if deadline is not None and k > 1 and past(deadline):
+            break  # (any slopes are sound: the ones reached so far)
         lams = []  # the row entering each ReLU layer t (j - 1 down to 0)
         lam = lam0
         for t in range(j - 1, -1, -1):

@@ -27,6 +27,10 @@ class BoundOptions:
     - `symbolic_output`: the output layer back-substituted too (else its interval bounds).
     - `lp_deadline` (`time.perf_counter()`): LP tightening stops there; `lp_output` also LP-tightens
       the output bounds.
+    - `deadline` (`time.perf_counter()`): every tightening step (symbolic, optimised slopes, LP) stops
+      there, as at the command deadline and at Ctrl-C (`solvers.runtime.past`), checked between
+      blocks of about `pipeline.CHUNK_WORK` multiply-adds; the neurons not reached keep their
+      interval bounds (sound, looser). None: only the LP step watches `lp_deadline` and the command's.
     """
 
     method: str = "symbolic"
@@ -36,6 +40,7 @@ class BoundOptions:
     symbolic_output: bool = True
     lp_deadline: float | None = None
     lp_output: bool = False
+    deadline: float | None = None
 
     def __post_init__(self) -> None:
         if self.method not in BOUND_METHODS:

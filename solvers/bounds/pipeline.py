@@ -25,6 +25,7 @@ from models.ir import Affine, Network
 from models.memory import fits
 
 from ..choices import BOUND_METHODS
+from ..runtime import earliest, past
 from .interval import affine_interval, magnitudes
 from .lp import lp_tighten_layer
 from .options import BoundOptions
@@ -33,6 +34,15 @@ from .types import Bounds, StepStats, phases, relu_blocks
 
 BoundMethod = Literal["interval", "symbolic", "lp"]
 METHODS = BOUND_METHODS
+# with a deadline (`BoundOptions.deadline`), symbolic rows are back-substituted in blocks of about this
+# many multiply-adds, the deadline checked before each (one layer of a CIFAR conv net at once took
+# seconds); the rows are independent, so the blocks change no bound
+CHUNK_WORK = 5e8
+
+
+def _cut(options: BoundOptions) -> bool:
+    """Has the bound computation's deadline passed (or the command's, or Ctrl-C)? Only with a deadline."""
+    return options.deadline is not None and past(options.deadline)
 
 
 def network_bounds(
@@ -106,7 +116,7 @@ def bound_boxes(
         if parents is not None:  # sub-boxes of the parents': never looser than their bounds
             pl, pu = (parents.pre_lo[j], parents.pre_hi[j]) if j < K else (parents.out_lo, parents.out_hi)
             l, u = np.maximum(l, pl), np.minimum(u, pu)
-        if j > 0 and options.symbolic and (j < K or options.symbolic_output):
+        if j > 0 and options.symbolic and (j < K or options.symbolic_output) and not _cut(options):
             t = time.perf_counter()
             if options.rows == "per-box" and j < K and sens is None:
                 _rebound_per_box(live, j, l, u, lo, hi, mags[j], options)
@@ -121,9 +131,10 @@ def bound_boxes(
             _count(steps["symbolic"], j, K, l, u)
         if j > 0 and "lp" in steps and (j < K or options.lp_output):
             t = time.perf_counter()
+            lp_deadline = earliest(options.lp_deadline, options.deadline)
             for b in range(B):
                 l[b], u[b], lps = lp_tighten_layer(blocks, [p[b] for p in pre_lo] + [l[b]], [p[b] for p in pre_hi] + [u[b]],
-                                                   j, lo[b], hi[b], deadline=options.lp_deadline)
+                                                   j, lo[b], hi[b], deadline=lp_deadline)
                 steps["lp"].lps += lps
             steps["lp"].seconds += time.perf_counter() - t
         if "lp" in steps:
@@ -151,13 +162,20 @@ def bound_boxes(
 def _rebound(live: LiveLayers, j: int, l: np.ndarray, u: np.ndarray, lo, hi, mag, options: BoundOptions,
              every: bool, sens: list | None) -> None:
     """Back-substitute, in place, rows +-e_i of layer j: every neuron, or those unstable in some box
-    (the only ones worth re-bounding below a parent), built block by block (never the n x n identity)."""
+    (the only ones worth re-bounding below a parent), built block by block (never the n x n identity).
+    With a deadline, in blocks of about `CHUNK_WORK`; the neurons not reached by then keep their bounds."""
     B, n = l.shape
     idx = np.arange(n) if every else np.flatnonzero(np.any((l < 0) & (u > 0), axis=0))
     if sens is not None:
         s_j = np.zeros((B, n, lo.shape[1]))
     step = max(idx.size, 1) if sens is not None else max(row_block(live.blocks, j, 2 * idx.size, n, B) // 2, 1)
+    if options.deadline is not None:
+        passes = 1 if options.lower_slopes == "crown" else 3
+        per_row = passes * B * (sum(w.size for w in live.weight[:j]) + live.blocks[j].weight.size)
+        step = max(min(step, int(CHUNK_WORK / (2 * per_row))), 1)
     for s in range(0, idx.size, step):
+        if _cut(options):
+            break
         rows = idx[s:s + step]
         k = rows.size
         part = slice(s, s + k) if every else rows  # (every neuron: in place through views)
@@ -182,7 +200,7 @@ def _rebound_per_box(live: LiveLayers, j: int, l: np.ndarray, u: np.ndarray, lo,
     rather than every neuron unstable in some box of the batch. With optimised slopes, only
     the neurons the fixed slopes left unstable are bounded again."""
     rows = _unstable_rows(l, u)
-    if rows is None:
+    if rows is None or _cut(options):
         return
     C, idx = rows
     up, _ = backsubstitute_upper(live, j, C, lo, hi, mag)
@@ -194,12 +212,12 @@ def _rebound_per_box(live: LiveLayers, j: int, l: np.ndarray, u: np.ndarray, lo,
     from .alpha import WORK, optimization_bytes, optimization_work
 
     rows = _unstable_rows(l, u)
-    if rows is None or optimization_work(live, j, C.shape[0], rows[0].shape[1], options.alpha_steps) > WORK:
+    if rows is None or optimization_work(live, j, C.shape[0], rows[0].shape[1], options.alpha_steps) > WORK or _cut(options):
         return
     if not fits(optimization_bytes(live, j, C.shape[0], rows[0].shape[1])):
         return  # an optional tightening: the fixed slopes' bounds stand
     C, idx = rows
-    _tighten(l, u, idx, optimized_slopes_bound(live, j, C, lo, hi, mag, options.alpha_steps))
+    _tighten(l, u, idx, optimized_slopes_bound(live, j, C, lo, hi, mag, options.alpha_steps, options.deadline))
 
 
 def _unstable_rows(l: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

@@ -209,12 +209,13 @@ def best_of_slopes(live: LiveLayers, j: int, coeff: np.ndarray, lo: np.ndarray, 
 
 
 def optimized_slopes_bound(live: LiveLayers, j: int, coeff: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                           mag: np.ndarray, iterations: int) -> np.ndarray:
+                           mag: np.ndarray, iterations: int, deadline: float | None = None) -> np.ndarray:
     """Upper bounds of the rows back-substituted with lower slopes optimised per row (`alpha`):
-    this module's sound float64 bound, whatever slopes the optimiser returns."""
+    this module's sound float64 bound, whatever slopes the optimiser returns (the optimiser stops
+    early at `deadline`)."""
     from .alpha import optimized_lower_slopes
 
-    slopes = optimized_lower_slopes(live, j, coeff, lo, hi, iterations)
+    slopes = optimized_lower_slopes(live, j, coeff, lo, hi, iterations, deadline=deadline)
     relax = [replace(r, lo_slope=s) for r, s in zip(live.relax, slopes)] + live.relax[j:]
     return backsubstitute_upper(live.with_relaxations(relax), j, coeff, lo, hi, mag)[0]
 
