@@ -90,6 +90,9 @@ class Falsifier:
         reg = self.regions[r]
         # the batch within the memory budget (65,536 points of a wide net's layers would not fit)
         batch = self.batch.rows(batch)
+        # (issue 29, a stopgap until the attack's rewrite: a batch of about 1e9 multiply-adds at most, so
+        # that the time check between batches holds on wide nets: 65,536 CIFAR points took 20 s)
+        batch = max(1, min(batch, int(1e9 / sum(blk.weight.size for blk in self.batch.blocks))))
         stop = time.perf_counter() + share * max(deadline - time.perf_counter(), 0.0)
         keep_x, keep_m = np.zeros((0, reg.dim)), np.zeros((0, len(reg.clauses)))
         while not past(stop):  # (Ctrl-C and the command deadline stop it too)
@@ -149,6 +152,8 @@ class Falsifier:
         hidden = [blk.out_dim for blk in self.batch.blocks[:-1]]
         if not fits(8.0 * n * (n + 4 * max(hidden + [n]) + 2 * sum(hidden) + 2 * rows.count)):
             return None  # the dense region LP does not fit in memory: it only proposes points
+        if n * sum(blk.weight.size for blk in self.batch.blocks) > 2e9:
+            return None  # (issue 29 stopgap: building it takes many seconds, 15 s on a CIFAR net, unchecked)
         x, best_t = np.clip(x0, lo, hi), -np.inf
         for _ in range(walks):
             M, c = np.eye(n), np.zeros(n)
