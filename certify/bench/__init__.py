@@ -37,6 +37,7 @@ class BenchResult:
     rows: list[dict]
     files: dict[str, str] = field(default_factory=dict)
     machine: dict = field(default_factory=dict)
+    reports: dict = field(default_factory=dict)  # per suite, what its own report computed (Suite.report)
 
     @property
     def skipped(self) -> list[dict]:
@@ -45,9 +46,12 @@ class BenchResult:
     def to_dict(self) -> dict:
         from .tables import aggregate
 
-        return to_jsonable({"out": str(self.out), "files": self.files, "runs": len(self.rows),
-                            "skipped": len(self.skipped), "errors": sum(r.get("status") == "error" for r in self.rows),
-                            "configurations": aggregate(self.rows), "machine": self.machine})
+        out = {"out": str(self.out), "files": self.files, "runs": len(self.rows),
+               "skipped": len(self.skipped), "errors": sum(r.get("status") == "error" for r in self.rows),
+               "configurations": aggregate(self.rows), "machine": self.machine}
+        if self.reports:
+            out["reports"] = self.reports
+        return to_jsonable(out)
 
 
 def list_suites() -> dict[str, str]:
@@ -80,7 +84,7 @@ def run_bench(
     another benchmark is refused unless `overwrite` (`certify.bench.runner`).
     """
     from .machine import machine_info
-    from .plots import PLOTS, write_plots
+    from .plots import PLOTS, SUITE_PLOTS, write_plots
     from .runner import execute, plan
     from .tables import summary_markdown, write_csv
 
@@ -113,16 +117,25 @@ def run_bench(
     out = Path(out)
     settings, model = _identity_parts(suites, cfg, backends, methods, repeat)
     rows = execute(runs, out, time_limit=float(time_limit), seed=int(seed), resume=resume, overwrite=overwrite,
-                   settings=settings, model=model, plots=[f"{name}.png" for name in PLOTS], progress=progress)
+                   settings=settings, model=model, plots=[f"{name}.png" for name in PLOTS] + list(SUITE_PLOTS),
+                   progress=progress)
     machine = machine_info(suites=suites, quick=quick, repeat=repeat, time_limit=time_limit, seed=seed,
                            models=list(cfg.models), question=question if models else None)
     files = {"csv": str(out / "runs.csv"), "machine": str(out / "machine.json"), "summary": str(out / "summary.md")}
     write_csv(rows, out / "runs.csv")
     (out / "machine.json").write_text(json.dumps(to_jsonable(machine), indent=2) + "\n")
-    (out / "summary.md").write_text(summary_markdown(rows, machine))
+    summary = summary_markdown(rows, machine)
     for p in write_plots(rows, out):
         files[p.stem] = str(p)
-    return BenchResult(out, rows, files, machine)
+    reports = {}
+    for name, s in load_suites().items():
+        mine = [r for r in rows if r.get("suite") == name]
+        if s.report is not None and mine:
+            extra_files, markdown, reports[name] = s.report(mine, out, cfg)
+            files.update(extra_files)
+            summary += markdown
+    (out / "summary.md").write_text(summary)
+    return BenchResult(out, rows, files, machine, reports)
 
 
 def _identity_parts(suites: list[str], cfg: SuiteConfig, backends, methods, repeat: int) -> tuple[dict, str | None]:

@@ -8,6 +8,7 @@ Cases build their models lazily (inside `run`), so listing a suite or planning a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from solvers.choices import MILP_BACKENDS  # noqa: F401 (the suites take the back-end list from here)
@@ -79,6 +80,9 @@ class Suite:
     build: Callable[[SuiteConfig], list[Case]]
     default_time_limit: float = 60.0
     quick_time_limit: float = 10.0
+    # optional: (rows of this suite, output directory, config) -> (files written, markdown appended to
+    # summary.md, data for the --json output), after the generic tables and plots
+    report: Callable[[list[dict], Path, SuiteConfig], tuple[dict[str, str], str, dict]] | None = None
 
 
 SUITES: dict[str, Suite] = {}
@@ -88,11 +92,12 @@ SUITE_MODULES = ("certify.bench.suites.lipschitz", "certify.bench.suites.global_
                  "certify.bench.suites.utility", "certify.bench.suites.models")
 
 
-def suite(name: str, description: str, *, default_time_limit: float = 60.0, quick_time_limit: float = 10.0):
-    """Register a suite builder under `name`."""
+def suite(name: str, description: str, *, default_time_limit: float = 60.0, quick_time_limit: float = 10.0,
+          report: Callable | None = None):
+    """Register a suite builder under `name` (`report`: see `Suite.report`)."""
 
     def wrap(build: Callable[[SuiteConfig], list[Case]]):
-        SUITES[name] = Suite(name, description, build, default_time_limit, quick_time_limit)
+        SUITES[name] = Suite(name, description, build, default_time_limit, quick_time_limit, report)
         return build
 
     return wrap

@@ -130,6 +130,8 @@ def ablation(rows: list[dict], path: Path) -> Path | None:
 
 
 PLOTS = {"runtime_vs_size": runtime_vs_size, "cactus": cactus, "tightness": tightness, "ablation": ablation}
+#: plots written by suites' own reports (`Suite.report`), deleted with a benchmark's other files
+SUITE_PLOTS = ("vnncomp_cactus.png",)
 
 
 def write_plots(rows: list[dict], out_dir: Path) -> list[Path]:

@@ -39,6 +39,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="continue an interrupted run of the same benchmark in --out (else it is measured afresh)")
     p.add_argument("--overwrite", action="store_true",
                    help="start afresh when --out holds another benchmark (its files are deleted; else refused)")
+    v = p.add_argument_group("the verify suite")
+    v.add_argument("--vnncomp-data", metavar="DIR",
+                   help="folder of the VNN-COMP 2022 families mnist_fc/ and oval21/ (truth.csv, tools.csv, onnx/, "
+                        "vnnlib/; default $CERTIFY_VNNCOMP_DATA): verify then runs them too, each instance with its "
+                        "competition timeout capped by --time-limit, and writes vnncomp_cactus.png")
+    v.add_argument("--families", metavar="LIST",
+                   help="comma list of verify families to run: acasxu, mnist_fc, oval21 (default: acasxu plus the "
+                        "families found in the data folder)")
     g = p.add_argument_group("your own models")
     g.add_argument("--models", nargs="+", metavar="PATH", help="ONNX files or directories of them")
     g.add_argument("--question", default="lipschitz", choices=("lipschitz", "global", "radius"),
@@ -89,6 +97,10 @@ def _bench(args: argparse.Namespace) -> int:
     out_arg(args.out, "directory")
     options = dict(center=args.center, radius=args.radius, domain=args.domain, points=args.points,
                    input_norm=args.input_norm, output_norm=args.output_norm)
+    if args.vnncomp_data is not None or args.families is not None:
+        if "verify" not in args.suites and "all" not in args.suites:
+            raise BadInput("--vnncomp-data and --families apply to the verify suite (certify bench verify ...)")
+        options.update(vnncomp_data=args.vnncomp_data, families=_split(args.families))
     result = run_bench(args.suites, models=args.models or (), question=args.question, quick=args.quick,
                        repeat=args.repeat, time_limit=args.time_limit, backends=_split(args.backends),
                        methods=_split(args.methods), seed=args.seed, out=args.out, resume=args.resume,
