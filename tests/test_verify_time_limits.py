@@ -67,11 +67,12 @@ def test_a_deadline_in_the_middle_of_a_layer_keeps_every_bound_sound(net_box, mo
     full = bound_boxes(blocks, lo[None], hi[None], BoundOptions())
     calls = {"n": 0}
 
-    def fake_past(deadline=None):
+    def fake_cut(options):
+        assert options.deadline == 1.0
         calls["n"] += 1
         return calls["n"] > checks_before_the_deadline
 
-    monkeypatch.setattr(pipeline, "past", fake_past)
+    monkeypatch.setattr(pipeline, "_cut", fake_cut)
     monkeypatch.setattr(pipeline, "CHUNK_WORK", 1.0)  # one neuron per block
     cut = bound_boxes(blocks, lo[None], hi[None], BoundOptions(deadline=1.0))
     for j in range(len(cut.pre_lo)):
@@ -108,8 +109,10 @@ class _Late:
         return self.inner(region, lo, hi, states)
 
 
-def _net_1d(w=0.5, b=0.0):
-    return sequential([(np.array([[w]]), np.array([b]))])
+def _net_1d():
+    """y = relu(x) - relu(-x) / 2 (a hidden ReLU layer: the attack's region LP needs one): y = x / 2
+    for x < 0, y = x for x >= 0, in [-0.5, 1] on [-1, 1]."""
+    return sequential([(np.array([[1.0], [-1.0]]), np.zeros(2)), (np.array([[1.0, -0.5]]), np.zeros(1))])
 
 
 def _prop(bound: str):
@@ -117,10 +120,49 @@ def _prop(bound: str):
                                 f"(assert (<= X_0 1))\n(assert {bound})")
 
 
+def test_a_root_begun_just_before_the_deadline_may_finish_within_the_grace(monkeypatch):
+    """A root bound begun after the deadline (loading took the whole time limit) finishes within
+    the grace and closes (unsat); without a grace it is cut to interval pre-activation bounds, which
+    do not close it: timeout."""
+    import certify.verify.verifier as verifier
+
+    from certify.verify.node_bounds import BatchedSymbolicBounds
+
+    net = random_relu_net((3, 40, 40, 40, 2), seed=2)
+    lo, hi = np.full(3, -0.3), np.full(3, 0.3)
+
+    def prop(t):
+        return certify.parse_vnnlib(
+            "(declare-const X_0 Real)\n(declare-const X_1 Real)\n(declare-const X_2 Real)\n"
+            "(declare-const Y_0 Real)\n(declare-const Y_1 Real)\n"
+            + "".join(f"(assert (>= X_{i} -0.3))\n(assert (<= X_{i} 0.3))\n" for i in range(3))
+            + f"(assert (>= (- Y_0 Y_1) {t!r}))")
+
+    # upper bounds of y_0 - y_1 over the box: the root bound cut at once, and the full one (tighter)
+    region = prop(0.0).regions()[0]
+    u_cut = BatchedSymbolicBounds(net, deadline=time.perf_counter() - 1)(region, lo[None], hi[None]).margin_upper[0, 0]
+    u_full = BatchedSymbolicBounds(net)(region, lo[None], hi[None]).margin_upper[0, 0]
+    assert u_full < u_cut - 0.1
+    t = float(0.5 * (u_full + u_cut))  # y_0 - y_1 >= t: empty (sampled below), proven by the full bound only
+    X = np.random.default_rng(0).uniform(lo, hi, size=(5000, 3))
+    Y = np.array([net.forward(x) for x in X])
+    assert np.max(Y[:, 0] - Y[:, 1]) < t
+    spec = prop(t)
+    try:
+        set_command_deadline(time.perf_counter() - 1.0)
+        monkeypatch.setattr(verifier, "BOUND_GRACE", 30.0)  # (generous here: the test must not time itself)
+        graced = certify.verify(net, spec, timeout=60)
+        monkeypatch.setattr(verifier, "BOUND_GRACE", 0.0)
+        cut = certify.verify(net, spec, timeout=60)
+    finally:
+        set_command_deadline(None)
+    assert graced.result == "unsat" and cut.result == "timeout"
+
+
 def test_a_closed_search_is_unsat_even_when_the_deadline_passed_during_the_root():
     from certify.verify.node_bounds import BatchedSymbolicBounds
 
-    net = _net_1d()  # y = 0.5 x on [-1, 1]: y >= 100 is impossible
+    net = _net_1d()  # y in [-0.5, 1]: y >= 100 is impossible
     res = certify.verify(net, _prop("(>= Y_0 100)"), timeout=0.2, attack_seconds=0.01,
                          bounder=_Late(BatchedSymbolicBounds(net), 0.4))
     assert res.result == "unsat" and res.status == "optimal" and res.upper < 0
@@ -130,7 +172,7 @@ def test_a_closed_search_is_unsat_even_when_the_deadline_passed_during_the_root(
 def test_a_counterexample_found_after_the_deadline_is_sat():
     from certify.verify.node_bounds import BatchedSymbolicBounds
 
-    net = _net_1d()  # y = 0.5 x >= -100 everywhere: the root's center is a counterexample
+    net = _net_1d()  # y >= -100 everywhere: the root's center is a counterexample
     res = certify.verify(net, _prop("(>= Y_0 -100)"), timeout=0.2, attack_seconds=0.0,
                          bounder=_Late(BatchedSymbolicBounds(net), 0.4))
     assert res.result == "sat" and res.details.get("found_by") == "search"

@@ -16,6 +16,7 @@ plug in the same way.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -28,7 +29,6 @@ from solvers.bounds.options import BoundOptions
 from solvers.bounds.pipeline import bound_boxes
 from solvers.bounds.rows import relaxed_layers
 from solvers.bounds.symbolic import backsubstitute_upper, best_of_slopes
-from solvers.runtime import past
 
 from .spec import LinearRows, Region
 
@@ -163,7 +163,7 @@ class BatchedSymbolicBounds:
         hy_lo = affine_interval(rows.H, np.zeros(rows.count), nb.out_lo, nb.out_hi)[0]
         gaps: dict[int, np.ndarray] | None = {} if hint else None
         up, lam = backsubstitute_upper(live, K, -rows.H, lo, hi, mags[K], gaps)
-        if not (self.options.deadline is not None and past(self.options.deadline)):
+        if self.options.deadline is None or time.perf_counter() < self.options.deadline:
             up = best_of_slopes(live, K, -rows.H, lo, hi, mags[K], up)
         hy_lo = np.maximum(hy_lo, -up)
         lower = np.nextafter(gx_lo + hy_lo, -np.inf)  # sum of two sound lower bounds, rounded down

@@ -28,9 +28,10 @@ class BoundOptions:
     - `lp_deadline` (`time.perf_counter()`): LP tightening stops there; `lp_output` also LP-tightens
       the output bounds.
     - `deadline` (`time.perf_counter()`): every tightening step (symbolic, optimised slopes, LP) stops
-      there, as at the command deadline and at Ctrl-C (`solvers.runtime.past`), checked between
-      blocks of about `pipeline.CHUNK_WORK` multiply-adds; the neurons not reached keep their
-      interval bounds (sound, looser). None: only the LP step watches `lp_deadline` and the command's.
+      there and at Ctrl-C, checked between blocks of about `pipeline.CHUNK_WORK` multiply-adds; the
+      neurons not reached keep their interval bounds (sound, looser). The caller folds the command
+      deadline in (`solvers.runtime.earliest`), or leaves a grace after it (verify: to finish a bound
+      begun just before). None: only the LP step watches `lp_deadline` and the command's deadline.
     """
 
     method: str = "symbolic"

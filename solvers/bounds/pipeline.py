@@ -25,7 +25,7 @@ from models.ir import Affine, Network
 from models.memory import fits
 
 from ..choices import BOUND_METHODS
-from ..runtime import earliest, past
+from ..runtime import earliest, stop_requested
 from .interval import affine_interval, magnitudes
 from .lp import lp_tighten_layer
 from .options import BoundOptions
@@ -41,8 +41,8 @@ CHUNK_WORK = 5e8
 
 
 def _cut(options: BoundOptions) -> bool:
-    """Has the bound computation's deadline passed (or the command's, or Ctrl-C)? Only with a deadline."""
-    return options.deadline is not None and past(options.deadline)
+    """Has the bound computation's deadline passed (or Ctrl-C)? Only with a deadline."""
+    return options.deadline is not None and (time.perf_counter() >= options.deadline or stop_requested())
 
 
 def network_bounds(
