@@ -210,3 +210,21 @@ def test_the_vnncomp_test_instances_keep_their_answers_with_the_deadline_checks(
     base = DATA / "vnncomp_test"
     assert certify.verify(base / "test_sat.onnx", base / "test_prop.vnnlib", timeout=20).result == "sat"
     assert certify.verify(base / "test_unsat.onnx", base / "test_prop.vnnlib", timeout=20).result == "unsat"
+
+
+def test_a_refusal_during_an_instance_run_is_an_error_row_with_its_message(monkeypatch, tmp_path):
+    """A bound too large for the memory budget refused mid-run (exit 2 for one property) is, in an
+    instance list, that instance's `error` row with the refusal's one-line message (not an
+    "internal error"), and the run goes on."""
+    import certify.verify.instances as instances
+    from models.memory import TooLarge
+
+    def refuse(*args, **kwargs):
+        raise TooLarge("too large: needs 9 GB for symbolic (CROWN) bounds of layer 2, but the budget is 1 GB")
+
+    monkeypatch.setattr(instances, "verify", refuse)
+    base = DATA / "vnncomp_test"
+    inst = instances.Instance("test_nano.onnx", "test_nano.vnnlib", 10.0, base / "test_nano.onnx",
+                              base / "test_nano.vnnlib", 1)
+    r, cert = instances.run_instance(inst, "test")
+    assert r.result == "error" and cert is None and r.message.startswith("too large: needs 9 GB")

@@ -137,6 +137,8 @@ def run_instance(inst: Instance, benchmark: str, *, timeout: float | None = None
     t1 = time.perf_counter()
     try:
         res = verify(net, spec, timeout=timeout or inst.timeout, reference=ref, seed=seed, **(verify_kwargs or {}))
+    except BadInput as exc:  # e.g. a bound too large for the memory budget: the refusal's own message
+        return InstanceResult(benchmark, inst, prepare, "error", time.perf_counter() - t1, " ".join(str(exc).split())), None
     except Exception as exc:  # an internal error on one instance must not end the whole run
         msg = f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
         return InstanceResult(benchmark, inst, prepare, "error", time.perf_counter() - t1, msg), None
