@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from models.ir import Network
-from models.memory import batch_rows, require_work, working
+from models.memory import batch_rows, fits, require_work, track, working
 
 from .bounds import relu_blocks
 
@@ -26,17 +26,17 @@ class _Block:
     """An affine block (weight, bias) in another dtype (`BatchNet(dtype=np.float32)`), its weight
     a CSR matrix when it is mostly zeros."""
 
-    def __init__(self, weight: np.ndarray, bias: np.ndarray) -> None:
+    def __init__(self, weight: np.ndarray, bias: np.ndarray, dtype: np.dtype, sparse: bool) -> None:
         self.out_dim, self.in_dim = weight.shape
-        self.bias = bias
-        self.sparse = weight.size > 4096 and np.count_nonzero(weight) <= SPARSE_DENSITY * weight.size
-        if self.sparse:
+        self.bias = np.ascontiguousarray(bias, dtype=dtype)
+        self.sparse = sparse
+        if sparse:
             from scipy.sparse import csr_matrix
 
-            self.weight = csr_matrix(weight)
+            self.weight = csr_matrix(weight, dtype=dtype)
             self.weight_t = self.weight.T.tocsr()
         else:
-            self.weight = weight
+            self.weight = np.ascontiguousarray(weight, dtype=dtype)
 
 
 def _forward(h: np.ndarray, blk) -> np.ndarray:
@@ -61,10 +61,19 @@ class BatchNet:
         self.dtype = np.dtype(dtype)
         self.itemsize = self.dtype.itemsize
         if self.dtype != np.float64:
-            copy = float(sum(b.weight.size + b.bias.size for b in blocks)) * self.itemsize
-            with working(copy, f"a {self.dtype.name} copy of the network for the attack"):
-                blocks = [_Block(np.ascontiguousarray(b.weight, dtype=self.dtype),
-                                 np.ascontiguousarray(b.bias, dtype=self.dtype)) for b in blocks]
+            nonzeros = [int(np.count_nonzero(b.weight)) for b in blocks]
+            sparse = [b.weight.size > 4096 and k <= SPARSE_DENSITY * b.weight.size for b, k in zip(blocks, nonzeros)]
+            # a sparse weight is held twice (W and its transpose), with an int32 index per value
+            copy = float(sum((2 * k * (self.itemsize + 4) if sp else b.weight.size * self.itemsize) + b.bias.nbytes
+                             for b, k, sp in zip(blocks, nonzeros, sparse)))
+            if fits(copy):
+                with working(copy, f"a {self.dtype.name} copy of the network for the attack"):
+                    blocks = [_Block(b.weight, b.bias, self.dtype, sp) for b, sp in zip(blocks, sparse)]
+                self.layers = blocks  # the copy's dense arrays count as held while it lives
+                track(self)
+            else:  # no room for a copy: the search runs on the network's own float64 arrays
+                self.dtype = np.dtype(np.float64)
+                self.itemsize = 8
         self.blocks = blocks
 
     def row_bytes(self) -> float:

@@ -245,3 +245,17 @@ def test_an_unsupported_model_is_refused_before_the_property_is_read(tmp_path, c
     inst = Instance(model.name, prop.name, 10.0, model, prop, 1)
     row, _ = run_instance(inst, "b")
     assert row.result == "error" and "Softmax" in row.message and "<==" not in row.message
+
+
+def test_no_room_for_a_float32_copy_means_the_float64_arrays(monkeypatch):
+    """Under a budget too small for the search's float32 copy, the search runs on the network's own
+    float64 arrays instead of failing, and its gradients are the network's."""
+    net = random_relu_net([200, 4096, 10], seed=4)  # a float32 copy: 3.4 MB
+    monkeypatch.setenv(memory.ENV_VAR, str(int(memory.held_bytes() + 2 * 10**6)))
+    batch = BatchNet(net, np.float32)
+    assert batch.dtype == np.float64
+    X = np.random.default_rng(0).uniform(-1, 1, (3, 200))
+    Y, masks = batch.forward(X)
+    np.testing.assert_allclose(Y, np.stack([net.forward(x) for x in X]), rtol=1e-9, atol=1e-9)
+    monkeypatch.delenv(memory.ENV_VAR)
+    assert BatchNet(net, np.float32).dtype == np.float32

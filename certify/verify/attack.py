@@ -61,7 +61,7 @@ class Falsifier:
                  clock: Callable[[], float] = time.perf_counter) -> None:
         self.net, self.spec, self.reference = net, spec, reference
         self.batch = BatchNet(net)  # float64: the margins of candidates, dense sampling, LP polish
-        self.search = Search(net, clock=clock)  # float32: the gradient search
+        self._search: Search | None = None  # float32: the gradient search (made on first use)
         self.clock = clock
         self.rng = np.random.default_rng(seed)
         self.regions = spec.regions()
@@ -77,9 +77,17 @@ class Falsifier:
         self.evaluated = 0  # points evaluated in float64 (samples, candidates, the search's node centers)
 
     @property
+    def search(self) -> Search:
+        """The gradient search; its float32 copy of the network is made (and its cost paid) by the
+        first phase that needs it, inside the attack's budget."""
+        if self._search is None:
+            self._search = Search(self.net, clock=self.clock)
+        return self._search
+
+    @property
     def points(self) -> int:
         """Points pushed through the network (float64 evaluations and gradient-search steps)."""
-        return self.evaluated + self.search.points
+        return self.evaluated + (self._search.points if self._search is not None else 0)
 
     def past(self, deadline: float | None) -> bool:
         return past(None) or (deadline is not None and self.clock() >= deadline)
