@@ -164,19 +164,19 @@ class Search:
     def descend(self, X: np.ndarray, targets: Targets, assign: np.ndarray, *, steps: int, deadline: float | None,
                 project: Callable[[np.ndarray], np.ndarray], step: Callable[[np.ndarray, float], np.ndarray],
                 found: Callable[[np.ndarray, np.ndarray], bool] | None = None,
-                first: float = 0.1, last: float = 0.002, surrogate: bool = True) -> tuple[np.ndarray, np.ndarray]:
+                first: float = 0.1, last: float = 0.002, surrogate: bool = True,
+                saturate: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """PGD from the rows of X, restart b toward target `assign[b]` (-1: the closest target).
 
         The step fraction decays linearly from `first` to `last` over the `steps`; after each
         evaluation the points with margin >= 0 (and their margins) go to `found`, which returns True
         to stop. With `surrogate`, every other group of restarts (a group: one restart per distinct
         target of `assign`) follows the gradient of the leaky-ReLU net (slope `LEAK`), the others
-        the exact gradient. Returns each restart's best point (float64) and its margin (search
-        arithmetic); every margin is the exact network's."""
-        with single_threaded_blas():  # small products: BLAS threads would only wait for each other
-            return self._descend(X, targets, assign, steps, deadline, project, step, found, first, last, surrogate)
-
-    def _descend(self, X, targets, assign, steps, deadline, project, step, found, first, last, surrogate):
+        the exact gradient. With `saturate=False` the loss is the target's margin itself (its
+        binding row), so a restart keeps moving deeper into the unsafe set after reaching it (the
+        robustness attacks pull their points back toward x0 afterwards). Returns each restart's best point (float64) and its margin (search
+        arithmetic); every margin is the exact network's. (The callers, verification and the
+        robustness questions, run with single-threaded BLAS: `solvers.blas`.)"""
         assign = np.asarray(assign, dtype=np.int64)
         group = max(len(np.unique(assign)), 1)
         leak = np.where((np.arange(len(assign)) // group) % 2 == 1, LEAK, 0.0) if surrogate else None
@@ -205,9 +205,13 @@ class Search:
             if t == steps - 1 or self.past(deadline):
                 break
             viol = V + kappa
-            L = np.add.reduceat(np.maximum(viol, 0), starts, axis=1)  # (B, T) hinge loss of every target
-            pick = np.where(assign >= 0, assign, np.argmin(L, axis=1))
-            gV = ((viol > 0) & (owner[None, :] == pick[:, None])).astype(dt)
+            if saturate:
+                L = np.add.reduceat(np.maximum(viol, 0), starts, axis=1)  # (B, T) hinge loss of every target
+                pick = np.where(assign >= 0, assign, np.argmin(L, axis=1))
+                gV = ((viol > 0) & (owner[None, :] == pick[:, None])).astype(dt)
+            else:  # the binding row of the target (the closest target for assign -1)
+                pick = np.where(assign >= 0, assign, np.argmax(M, axis=1))
+                gV = ((owner[None, :] == pick[:, None]) & (V >= -M[rows, pick][:, None])).astype(dt)
             gX = gV @ G + self.batch.backward(masks, gV @ H, leak)
             frac = first + (last - first) * t / max(steps - 1, 1)
             X64 = project(X64 - step(gX.astype(np.float64), frac))

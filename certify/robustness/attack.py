@@ -77,7 +77,7 @@ class FlipAttack:
 
         best_x, best_m = self.search.descend(X, self.targets, np.full(len(X), -1), steps=steps, deadline=deadline,
                                              project=project, step=lambda g, frac: step_size(g * free, frac),
-                                             found=hit, first=0.27, last=0.02)
+                                             found=hit, first=0.27, last=0.02, saturate=False)
         found.append(best_x[best_m >= 0])
         P = np.vstack(found)
         return P[self.margins(P) <= 0] if len(P) else P
