@@ -198,7 +198,8 @@ class Falsifier:
         assign = np.full(len(X), self.aimed[r].index(clause))
         return self.descend(r, X, assign, targets, steps, deadline, lo, hi)
 
-    def pgd_round(self, r: int, deadline: float, steps: int = STEPS, first: bool = False) -> Counterexample | None:
+    def pgd_round(self, r: int, deadline: float, steps: int = STEPS, first: bool = False,
+                  restarts: int = RESTARTS_PER_TARGET) -> Counterexample | None:
         """One batch of restarts on region r, sized to the time until `deadline`: one restart per
         clause and one for the combined margin (rotating when the batch is smaller), starting at
         the box's center (first round) or the best point so far, else uniformly in the box."""
@@ -207,7 +208,7 @@ class Falsifier:
         if targets is None:
             return None
         kinds = targets.count + (targets.count > 1)  # the clauses, and the combined margin
-        rows = self.search.plan(deadline - self.clock(), steps, RESTARTS_PER_TARGET * kinds, targets=targets)
+        rows = self.search.plan(deadline - self.clock(), steps, max(restarts, 1) * kinds, targets=targets)
         assign = (self._turn[r] + np.arange(rows)) % kinds
         self._turn[r] = int((self._turn[r] + rows) % kinds)
         assign = np.where(assign == targets.count, -1, assign)
@@ -262,11 +263,11 @@ class Falsifier:
                 return cex
         return None
 
-    def run(self, deadline: float, *, samples: int = 256, steps: int = STEPS,
+    def run(self, deadline: float, *, samples: int = 256, restarts: int = RESTARTS_PER_TARGET, steps: int = STEPS,
             rounds: int | None = None) -> AttackOutcome:
         """Sample the low-dimensional regions, then PGD rounds over every region until `deadline`
-        or `rounds` rounds (each round and region its share of the time left); returns the first
-        replayed counterexample, if any."""
+        or `rounds` rounds (each round and region its share of the time left, at most `restarts`
+        restarts per target); returns the first replayed counterexample, if any."""
         order = []
         for r in range(len(self.regions)):
             if self.past(deadline):
@@ -285,7 +286,7 @@ class Falsifier:
             planned = max((rounds or ROUNDS) - done, 1)
             for k, r in enumerate(order):
                 share = (deadline - self.clock()) / (planned * len(order) - k)
-                cex = self.pgd_round(r, self.clock() + share, steps, first=done == 0)
+                cex = self.pgd_round(r, self.clock() + share, steps, first=done == 0, restarts=restarts)
                 if cex is not None:
                     return self.outcome(cex)
                 if self.past(deadline):
