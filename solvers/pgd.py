@@ -7,10 +7,12 @@ set; `certify.robustness.attack`: a class flip in a ball or a box). The unsafe s
     target t:   G_r x + H_r f(x) <= d_r   for every row r of t,
 
 and the margin of t at x is min_r (d_r - G_r x - H_r f(x)) (>= 0: x is unsafe for t). The search
-minimises, for each restart, the hinge loss  sum_r max(0, G_r x + H_r f(x) - d_r + kappa_r)  of its
-own target (`assign[b] = t`), or of the target closest to unsafe (`assign[b] = -1`: the combined
-margin of the whole DNF), by signed (or caller-given) gradient steps whose size decays linearly
-over the run, each followed by the caller's projection (an input box, a norm ball). All restarts
+minimises, for each restart, the hinge loss  sum_r max(0, G_r x + H_r f(x) - d_r + kappa_r)  (or,
+with `saturate=False`, minus the margin) of its own target (`assign[b] = t`), or of the target
+closest to unsafe (`assign[b] = -1`: the combined margin of the whole DNF), by signed (or
+caller-given) gradient steps whose size decays linearly over the run, each followed by the
+caller's projection (an input box, a norm ball). Half of the restarts follow the gradient of the
+leaky-ReLU net (`LEAK`) instead of the exact one. All restarts
 are one batch through the fused network (`solvers.batch_net.BatchNet`, float32 by default); kappa
 asks for a little slack so that a point survives re-evaluation in float64 and onnxruntime.
 
@@ -19,10 +21,10 @@ handed to the caller's `found` hook, which replays it exactly (float64 IR and on
 says whether to stop. Nothing here claims a counterexample.
 
 Cost. `Search.plan` sizes the batch to the memory budget (`models.memory.batch_rows`) and to the
-time given: one forward/backward pass is timed once (`seconds_per_row`) and the batch is the
-largest power of two whose `steps` passes fit in the seconds (a pass: a fixed cost, reading the
-weights, plus a cost per point, both timed once); the deadline is checked after every
-step (the `clock` is injectable for tests), so a run ends at most one step after its deadline.
+time given: a forward/backward pass is timed once (`pass_cost`: a fixed part, reading the
+weights, and a part per point) and the batch is the largest power of two whose `steps` passes
+fit in the seconds; the deadline is checked after every step (the `clock` is injectable for
+tests), so a run ends at most one step after its deadline.
 """
 
 from __future__ import annotations
@@ -172,11 +174,12 @@ class Search:
         evaluation the points with margin >= 0 (and their margins) go to `found`, which returns True
         to stop. With `surrogate`, every other group of restarts (a group: one restart per distinct
         target of `assign`) follows the gradient of the leaky-ReLU net (slope `LEAK`), the others
-        the exact gradient. With `saturate=False` the loss is the target's margin itself (its
-        binding row), so a restart keeps moving deeper into the unsafe set after reaching it (the
-        robustness attacks pull their points back toward x0 afterwards). Returns each restart's best point (float64) and its margin (search
-        arithmetic); every margin is the exact network's. (The callers, verification and the
-        robustness questions, run with single-threaded BLAS: `solvers.blas`.)"""
+        the exact gradient (the margins are always the ReLU network's). With `saturate=False`
+        the loss is the target's margin itself (its binding row), so a restart keeps moving deeper
+        into the unsafe set after reaching it (the robustness attacks pull their points back
+        toward x0 afterwards). Returns each restart's best point (float64, inside the set) and its
+        margin in the search's arithmetic. (The callers, verification and the robustness
+        questions, run with single-threaded BLAS: `solvers.blas`.)"""
         assign = np.asarray(assign, dtype=np.int64)
         group = max(len(np.unique(assign)), 1)
         leak = np.where((np.arange(len(assign)) // group) % 2 == 1, LEAK, 0.0) if surrogate else None
