@@ -259,3 +259,16 @@ def test_no_room_for_a_float32_copy_means_the_float64_arrays(monkeypatch):
     np.testing.assert_allclose(Y, np.stack([net.forward(x) for x in X]), rtol=1e-9, atol=1e-9)
     monkeypatch.delenv(memory.ENV_VAR)
     assert BatchNet(net, np.float32).dtype == np.float32
+
+
+def test_low_dimensional_sampling_keeps_the_budget_on_a_fake_clock():
+    """Sampling, dense sampling, LP polish and PGD of a low-dimensional region all stop at the
+    deadline of the attack's clock."""
+    net = random_relu_net([4, 64, 64, 3], seed=5)
+    spec = parse_vnnlib(box_property(4, -1, 1, "(assert (>= Y_0 1e9))", outputs=3))
+    clock = FakeClock()
+    falsifier = Falsifier(net, spec, OnnxReference.from_network(net), seed=0, clock=clock)
+    start = clock()
+    out = falsifier.run(start + 30)
+    assert out.counterexample is None and falsifier.points > 0
+    assert clock.now <= start + 30 + 3  # the deadline was read, then at most a check or two more

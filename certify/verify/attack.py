@@ -273,8 +273,9 @@ class Falsifier:
             if self.past(deadline):
                 return self.outcome(None)
             reg = self.regions[r]
-            if self.free_inputs(r) <= LOW_DIM:
-                cex = self.sample(r, samples) or self.dense(r, deadline)
+            if self.free_inputs(r) <= LOW_DIM:  # a first sample within a tenth of the time left
+                n = int(0.1 * max(deadline - self.clock(), 0.0) / self.search.seconds_per_row())
+                cex = self.sample(r, max(1, min(samples, n))) or self.dense(r, deadline)
             else:  # the center only: uniform samples of a high-dimensional box are far from unsafe
                 center = 0.5 * (reg.lo + reg.hi)[None]
                 cex = self.consider(r, center, self.margins(r, center))
