@@ -61,11 +61,15 @@ def _verify(args: argparse.Namespace) -> int:
         raise BadInput("verify needs MODEL and PROPERTY (or --instances CSV)")
     if args.out is not None or args.benchmark is not None or args.overwrite:
         raise BadInput("--out, --overwrite and --benchmark only apply to --instances")
+    from models.onnx_reference import OnnxReference
+
     from ..verify import load_vnnlib, verify
 
-    spec = load_vnnlib(args.property)  # the cheap check first
+    # the model first: an unsupported model is refused before a large property is parsed
     net = load_model(args.model)
-    result = verify(net, spec, timeout=60.0 if timeout is None else timeout, reference=args.model, seed=args.seed)
+    reference = OnnxReference.from_file(args.model, net)
+    spec = load_vnnlib(args.property)
+    result = verify(net, spec, timeout=60.0 if timeout is None else timeout, reference=reference, seed=args.seed)
     if args.json:
         print_json(result.to_dict())
     else:

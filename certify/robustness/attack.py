@@ -1,10 +1,12 @@
 """Falsification for robustness questions: seeded PGD toward flips in a norm ball or a box.
 
-The loss is the flip margin of the question (min over the untargeted margins f_c - f_j, max over
-the targeted ones f_j - f_k), with exact float64 backprop through the fused network
-(`solvers.batch_net.BatchNet`). Steps: signed gradients (linf, boxes), normalised gradients
-(l2), the largest coordinates of the gradient (l1); projection on the ball, then on the domain
-box (which keeps the ball: clipping toward a box that contains x0 shortens every coordinate).
+The search is the project's one falsifier core (`solvers.pgd.Search`, also verification's): the
+flip set is a DNF of class-margin rows (untargeted: one target per other class, f_c - f_j <= 0;
+targeted: one target with every row f_j - f_k <= 0), each restart descends toward the target
+closest to a flip (float32, half of the restarts on the leaky-ReLU gradient). Steps: signed
+gradients (linf, boxes), normalised gradients (l2), the largest coordinates of the gradient (l1);
+projection on the ball, then on the domain box (which keeps the ball: clipping toward a box that
+contains x0 shortens every coordinate). Candidates are re-evaluated in float64.
 A point found is pulled back toward x0 along its segment while it still flips, then replayed
 (`replay.FlipReplay`): only replayed points are returned. `smallest` searches the smallest radius
 with a flip by bisection over PGD runs: an upper bound of the exact radius, never a proof.
@@ -19,6 +21,7 @@ import numpy as np
 
 from models.box import Box
 from solvers.batch_net import BatchNet
+from solvers.pgd import Search, Targets
 
 from .question import FlipQuestion
 from .replay import Flip, FlipReplay
@@ -35,11 +38,22 @@ class FlipAttack:
 
     def __init__(self, question: FlipQuestion, replay: FlipReplay, seed: int = 0) -> None:
         self.q, self.replay = question, replay
-        self.batch = BatchNet(question.net)
+        self.batch = BatchNet(question.net)  # float64: the flip margins of candidates
+        self.search = Search(question.net)  # float32: the gradient search
         self.rng = np.random.default_rng(seed)
         self.C = question.flip.C
         self.any = question.flip.mode == "any"
-        self.points = 0
+        m = question.net.output_dim
+        zero = np.zeros((1, question.dim))
+        rows = ([(zero, c[None], np.zeros(1)) for c in self.C] if self.any
+                else [(np.zeros((len(self.C), question.dim)), self.C, np.zeros(len(self.C)))])
+        self.targets = Targets.of(rows, question.dim, m)
+        self.evaluated = 0
+
+    @property
+    def points(self) -> int:
+        """Points pushed through the network (float64 evaluations and gradient-search steps)."""
+        return self.evaluated + self.search.points
 
     # ------------------------------------------------------------------ loss
     def margins(self, X: np.ndarray) -> np.ndarray:
@@ -47,33 +61,26 @@ class FlipAttack:
         if rows < len(X):
             return np.concatenate([self.margins(X[s:s + rows]) for s in range(0, len(X), rows)])
         Y, _ = self.batch.forward(X)
-        self.points += len(X)
+        self.evaluated += len(X)
         V = Y @ self.C.T
         return V.min(axis=1) if self.any else V.max(axis=1)
 
-    def _margin_grad(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        Y, masks = self.batch.forward(X)
-        self.points += len(X)
-        V = Y @ self.C.T
-        pick = V.argmin(axis=1) if self.any else V.argmax(axis=1)
-        g = self.batch.backward(masks, self.C[pick])
-        g[:, ~self.q.movable] = 0.0
-        return V[np.arange(len(X)), pick], g
-
     # ------------------------------------------------------------------ PGD
     def _descend(self, X: np.ndarray, project, step_size, steps: int, deadline: float) -> np.ndarray:
-        """PGD from the rows of X; returns the points that flip in the batched evaluation."""
+        """PGD from the rows of X toward the closest flip; returns the points that flip (float64)."""
         found = []
-        for t in range(steps):
-            m, g = self._margin_grad(X)
-            if np.any(m <= 0):
-                found.append(X[m <= 0])
-            if time.perf_counter() > deadline:
-                break
-            X = project(X - step_size(g, 0.25 * (1.0 - t / steps) + 0.02))
-        m = self.margins(X)
-        found.append(X[m <= 0])
-        return np.vstack(found) if found else np.zeros((0, self.q.dim))
+        free = self.q.movable.astype(np.float64)
+
+        def hit(P: np.ndarray, _m: np.ndarray) -> bool:
+            found.append(P)
+            return False
+
+        best_x, best_m = self.search.descend(X, self.targets, np.full(len(X), -1), steps=steps, deadline=deadline,
+                                             project=project, step=lambda g, frac: step_size(g * free, frac),
+                                             found=hit, first=0.27, last=0.02, saturate=False)
+        found.append(best_x[best_m >= 0])
+        P = np.vstack(found)
+        return P[self.margins(P) <= 0] if len(P) else P
 
     def _pull_back(self, X: np.ndarray) -> np.ndarray:
         """Each flipping point moved toward x0 along its segment while it still flips (bisection)."""

@@ -31,7 +31,8 @@ from .spec import Disjunct, Spec
 @dataclass(frozen=True)
 class Counterexample:
     """A replayed unsafe point: `x` (the witness), `y` = IR output in float64, `y_runtime` =
-    onnxruntime output, the index of the disjunct it satisfies and its margins in both."""
+    onnxruntime output (the one reported: `to_dict`, `witness`), the index of the disjunct it
+    satisfies and its margins in both."""
 
     x: np.ndarray
     y: np.ndarray
@@ -41,14 +42,16 @@ class Counterexample:
     margin_runtime: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {"x": self.x.tolist(), "y": self.y.tolist()}
+        """The witness as reported: x and onnxruntime's output at x (what VNN-COMP's checker
+        recomputes; the IR's float64 output is in `replay_dict`)."""
+        return {"x": self.x.tolist(), "y": self.y_runtime.tolist()}
 
     def replay_dict(self) -> dict[str, Any]:
-        return {"y_onnxruntime": self.y_runtime.tolist(), "disjunct": self.disjunct, "margin": self.margin,
-                "margin_onnxruntime": self.margin_runtime}
+        return {"y_onnxruntime": self.y_runtime.tolist(), "y_ir": self.y.tolist(), "disjunct": self.disjunct,
+                "margin": self.margin, "margin_onnxruntime": self.margin_runtime}
 
     def witness(self) -> str:
-        return format_witness(self.x, self.y)
+        return format_witness(self.x, self.y_runtime)
 
 
 def format_witness(x: np.ndarray, y: np.ndarray) -> str:

@@ -128,9 +128,11 @@ def run_instance(inst: Instance, benchmark: str, *, timeout: float | None = None
     """Load and verify one instance; a bad model or property gives result `error` (with the message)."""
     t0 = time.perf_counter()
     try:
+        # the model (and its onnxruntime session) first: an unsupported model is refused before
+        # a large property is parsed
         net = load_onnx(inst.onnx_path)
-        spec = load_vnnlib(inst.vnnlib_path).check_model(net)
         ref = OnnxReference.from_file(inst.onnx_path, net)
+        spec = load_vnnlib(inst.vnnlib_path).check_model(net)
     except BadInput as exc:
         return InstanceResult(benchmark, inst, time.perf_counter() - t0, "error", 0.0, " ".join(str(exc).split())), None
     prepare = time.perf_counter() - t0

@@ -138,7 +138,7 @@ class InputSplitSearch:
         self.nodes += len(lo)
         centers = 0.5 * (lo + hi)
         Y, masks = self.f.batch.forward(centers)
-        self.f.points += len(centers)
+        self.f.evaluated += len(centers)
         margins = np.stack([c.margin(centers, Y) for c in region.clauses], axis=1)
         cex = self.f.consider(r, centers, margins)
         if cex is not None:
