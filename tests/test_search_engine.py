@@ -98,3 +98,52 @@ def test_split_decision_stopped_by_its_budget_keeps_a_sound_bound():
         d = decider.decide(box, exact * (1 + 1e-9), deadline, max_nodes=max_nodes)
         assert d.decision == UNDECIDED and d.stop in ("time_limit", "node_limit"), d
         assert d.upper >= exact * (1 - 1e-9) and d.lower <= exact * (1 + 1e-9)
+
+
+class _LooseChildren:
+    """max of f(x) = -(x - 0.3)^2 on [0, 1] by bisection, bounded by f's exact max over each
+    interval plus `slack`, where every child is bounded `loose` times worse than a sound bound
+    needs (as when a cheaper bound is used at the deadline). Children are subsets of their
+    parent, so the parent's bound holds for them and the engine keeps the tighter of the two."""
+
+    def __init__(self, loose: float) -> None:
+        self.loose = loose
+
+    @staticmethod
+    def exact(lo: float, hi: float) -> float:
+        x = min(max(0.3, lo), hi)
+        return -(x - 0.3) ** 2
+
+    def root(self):
+        return (0.0, 1.0, 0)
+
+    def bound(self, node):
+        from solvers.bab import NodeBound
+
+        lo, hi, depth = node
+        sound = self.exact(lo, hi) + (hi - lo)  # a sound, slowly tightening bound
+        mid = 0.5 * (lo + hi)
+        return NodeBound(sound + (self.loose if depth else 0.0), -(mid - 0.3) ** 2)
+
+    def branch(self, node, nb, prune_level):
+        lo, hi, depth = node
+        mid = 0.5 * (lo + hi)
+        return [((lo, mid, depth + 1), None), ((mid, hi, depth + 1), None)]
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_children_keep_their_parents_bound(batch):
+    from solvers.bab import branch_and_bound
+
+    def many(nodes):
+        return [problem.bound(n) for n in nodes]
+
+    problem = _LooseChildren(loose=5.0)
+    if batch > 1:
+        problem.bound_many = many
+    root_bound = problem.bound(problem.root()).upper  # 1.0: the exact max 0 plus the width 1
+    res = branch_and_bound(problem, max_nodes=40, batch=batch)
+    # every child is bounded 5 above sound, yet no answer is worse than the root's bound
+    assert 0.0 <= res.upper <= root_bound
+    assert res.lower <= 0.0  # the true maximum is 0 (at x = 0.3)
+    assert res.upper >= 0.0

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Generic, Protocol, TypeVar
 
 from ..runtime import interrupted
@@ -148,12 +148,16 @@ def branch_and_bound(
             return
         front.push((bound, depth, node, nb))
 
-    def evaluate(node, depth: int) -> None:
-        record(node, problem.bound(node), depth)
+    def evaluate(node, depth: int, cap: float = math.inf) -> None:
+        record(node, problem.bound(node), depth, cap)
 
-    def record(node, nb: NodeBound, depth: int) -> None:
+    def record(node, nb: NodeBound, depth: int, cap: float = math.inf) -> None:
         nonlocal nodes, lower, incumbent
         nodes += 1
+        if nb.upper > cap:
+            # a child covers part of its parent, so the parent's bound holds for it: a child bounded
+            # worse (e.g. a cheaper bound at the deadline, 10x looser on ACAS Xu) keeps the parent's
+            nb = replace(nb, upper=cap)
         if nb.lower > lower:
             lower, incumbent = nb.lower, nb.witness
         push(node, nb, nb.upper, depth)
@@ -194,7 +198,7 @@ def branch_and_bound(
             if max_nodes is not None and nodes >= max_nodes:
                 stop = "node_limit"
                 break
-            taken = []  # (depth, node, bound) of the nodes branched in this round
+            taken = []  # (depth, node, bound, node bound) of the nodes branched in this round
             want = batch if many is not None else 1
             level = prune_level()
             while front and len(taken) < want:
@@ -203,25 +207,25 @@ def branch_and_bound(
                         closed = max(closed, bound)
                         continue
                     pending = max(pending, bound)
-                    taken.append((depth, node, nb))
+                    taken.append((depth, node, bound, nb))
             kids = []
-            groups = (branch_many([(node, nb) for _, node, nb in taken], prune_level()) if branch_many is not None
-                      else [problem.branch(node, nb, prune_level()) for _, node, nb in taken])
-            for (depth, _, _), children in zip(taken, groups, strict=True):
+            groups = (branch_many([(node, nb) for _, node, _, nb in taken], prune_level()) if branch_many is not None
+                      else [problem.branch(node, nb, prune_level()) for _, node, _, nb in taken])
+            for (depth, _, parent, _), children in zip(taken, groups, strict=True):
                 for child, cheap in children:
                     if isinstance(cheap, NodeBound):  # bounded while branching (e.g. strong branching)
-                        record(child, cheap, depth + 1)
+                        record(child, cheap, depth + 1, parent)
                         continue
-                    if cheap is not None and cheap <= prune_level():
-                        closed = max(closed, cheap)
+                    if cheap is not None and min(cheap, parent) <= prune_level():
+                        closed = max(closed, min(cheap, parent))
                         continue
                     if many is None:
-                        evaluate(child, depth + 1)
+                        evaluate(child, depth + 1, parent)
                     else:
-                        kids.append((child, depth + 1))
+                        kids.append((child, depth + 1, parent))
             if kids:
-                for (child, depth), cb in zip(kids, many([c for c, _ in kids]), strict=True):
-                    record(child, cb, depth)
+                for (child, depth, parent), cb in zip(kids, many([c for c, _, _ in kids]), strict=True):
+                    record(child, cb, depth, parent)
             pending = -math.inf
             if progress is not None and time.perf_counter() - last_report >= progress_every:
                 last_report = time.perf_counter()
