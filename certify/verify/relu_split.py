@@ -1,0 +1,280 @@
+"""ReLU-splitting search for high-dimensional inputs (beta-CROWN's branch-and-bound).
+
+Input splitting cannot split 784 pixels; this search splits ReLU neurons instead. A node is a set
+of split decisions (neuron i of ReLU layer t fixed active, z >= 0, or inactive, z <= 0) over the
+whole input box of a region. Its bounds, for a batch of nodes at once:
+
+1. pre-activation bounds: the root's (`bound_boxes` with optimised slopes), then at every node the
+   parent's intersected with the node's phases and, below the split, re-bounded by the batched
+   symbolic step of `bound_boxes` with the fixed phases (`tighten`);
+2. every row of every open clause bounded by `solvers.bounds.beta.beta_upper`: alpha slopes and
+   split multipliers beta optimised by gradient steps (warm-started from the parent's), the bound
+   itself a Lagrangian dual bound evaluated soundly in float64 for those multipliers;
+3. the box corner maximising each row's linear bound is evaluated: a point with a non-negative
+   margin is replayed (`Falsifier.consider`) before `sat` is claimed.
+
+A clause is closed on a node when some row's lower bound exceeds its right side; a node when every
+clause is; `unsat` only when every node is closed. The neuron to split is the unstable one whose
+relaxation adds most to the open rows' bounds (BaBSR's intercept score: g+ * (-l u / (u - l))). A
+node without unstable neurons left that is still open is not split further (the search then ends
+`exhausted`). The loop is `solvers.bab.branch_and_bound` with a `DepthFirst` frontier, as for
+input splitting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from models.ir import Network
+from solvers.bab import DepthFirst, NodeBound, branch_and_bound
+from solvers.bounds import Bounds, relu_blocks
+from solvers.bounds.beta import beta_upper, clamp_splits, crown_slopes
+from solvers.bounds.options import BoundOptions
+from solvers.bounds.pipeline import bound_boxes
+from solvers.runtime import command_deadline, earliest, stop_requested
+
+from .attack import Falsifier
+from .counterexample import Counterexample
+from .node_bounds import clause_bounds, stacked_rows
+from .search import EXHAUSTED, SAT, TIMEOUT, UNSAT, SearchOutcome
+
+# gradient steps on alpha / beta at the root and at every other node (warm-started from the parent)
+ROOT_ITERATIONS = 60
+NODE_ITERATIONS = 12
+
+
+@dataclass(eq=False)
+class _Node:
+    region: int
+    split: list[np.ndarray]  # per ReLU layer (n_t,): +1 active, -1 inactive, 0 free
+    pre_lo: list[np.ndarray]
+    pre_hi: list[np.ndarray]
+    out_lo: np.ndarray
+    out_hi: np.ndarray
+    depth: int
+    upper: np.ndarray  # (k,) clause margin upper bounds
+    open: np.ndarray  # (k,) clauses not yet proven infeasible
+    warm: dict[int, tuple[list[np.ndarray], list[np.ndarray]]] = field(default_factory=dict)  # row -> alpha, beta
+    choice: tuple[int, int] | None = None  # (layer, neuron) to split next
+    fresh: bool = True  # pre-activation bounds not yet re-bounded with the node's phases
+
+
+class ReluSplitSearch:
+    """Branch-and-bound over ReLU phases with beta-CROWN node bounds: a `solvers.bab` problem run
+    depth-first that stops at the first replayed counterexample."""
+
+    def __init__(self, falsifier: Falsifier, net: Network, *, batch_size: int = 16, tighten: bool = True,
+                 root_iterations: int = ROOT_ITERATIONS, iterations: int = NODE_ITERATIONS) -> None:
+        self.f = falsifier
+        self.blocks = relu_blocks(net)
+        self.batch_size = batch_size
+        self.tighten = tighten
+        self.root_iterations = root_iterations
+        self.iterations = iterations
+        self.nodes = 0
+        self.max_depth = 0
+        self.stuck: list[_Node] = []
+        self.cex: Counterexample | None = None
+        self.rows = [stacked_rows(r) for r in falsifier.regions]
+        self._torch_weights: Any = None
+        self.frontier = DepthFirst(lambda node, nb: nb.upper if nb is not None else np.inf)
+
+    # ---------------------------------------------------------------- the BabProblem side
+    def roots(self) -> list[_Node]:
+        out = []
+        for r, region in enumerate(self.f.regions):
+            nb = bound_boxes(self.blocks, region.lo[None], region.hi[None],
+                             BoundOptions(rows="per-box", lower_slopes="alpha", symbolic_output=False))
+            k = len(region.clauses)
+            out.append(_Node(r, [np.zeros(l.shape[1], dtype=np.int8) for l in nb.pre_lo],
+                             [l[0] for l in nb.pre_lo], [u[0] for u in nb.pre_hi], nb.out_lo[0], nb.out_hi[0], 0,
+                             np.full(k, np.inf), np.ones(k, dtype=bool), fresh=False))
+        return out
+
+    def bound(self, node: _Node) -> NodeBound:
+        return self.bound_many([node])[0]
+
+    def bound_many(self, nodes: list[_Node]) -> list[NodeBound]:
+        groups: dict[int, list[int]] = {}
+        for i, n in enumerate(nodes):
+            groups.setdefault(n.region, []).append(i)
+        out: list[NodeBound] = [NodeBound(np.inf)] * len(nodes)
+        for r, idx in groups.items():
+            if self.cex is not None:
+                break
+            for i, nb in zip(idx, self._expand(r, [nodes[i] for i in idx]), strict=True):
+                out[i] = nb
+        return out
+
+    def branch(self, node: _Node, nb: NodeBound, prune_level: float) -> list[tuple[_Node, float | None]]:
+        t, i = node.choice
+        kids = []
+        for sign in (1, -1):
+            split = [s.copy() if j == t else s for j, s in enumerate(node.split)]
+            split[t][i] = sign
+            kids.append((_Node(node.region, split, node.pre_lo, node.pre_hi, node.out_lo, node.out_hi,
+                               node.depth + 1, node.upper, node.open, dict(node.warm)), None))
+        node.warm = {}
+        return kids
+
+    def attained(self) -> float:
+        return -np.inf if self.cex is None else self.cex.margin
+
+    # ---------------------------------------------------------------- one batch of nodes
+    def _tighten(self, r: int, nodes: list[_Node]) -> np.ndarray:
+        """Re-bound the pre-activations of fresh nodes with their fixed phases (in place); (B,) empty."""
+        region = self.f.regions[r]
+        B = len(nodes)
+        empty = np.zeros(B, dtype=bool)
+        fresh = [b for b, n in enumerate(nodes) if n.fresh]
+        if not fresh:
+            return empty
+        sub = [nodes[b] for b in fresh]
+        lo = np.repeat(region.lo[None], len(sub), axis=0)
+        hi = np.repeat(region.hi[None], len(sub), axis=0)
+        parents = Bounds(lo, hi, [np.stack([n.pre_lo[t] for n in sub]) for t in range(len(sub[0].pre_lo))],
+                         [np.stack([n.pre_hi[t] for n in sub]) for t in range(len(sub[0].pre_hi))],
+                         np.stack([n.out_lo for n in sub]), np.stack([n.out_hi for n in sub]), "symbolic")
+        fixed = [np.stack([n.split[t] for n in sub]) for t in range(len(sub[0].split))]
+        if self.tighten:
+            nb = bound_boxes(self.blocks, lo, hi, BoundOptions(rows="unstable", symbolic_output=False),
+                             parents=parents, fixed=fixed)
+            pre_lo, pre_hi, out_lo, out_hi, gone = nb.pre_lo, nb.pre_hi, nb.out_lo, nb.out_hi, nb.empty
+        else:
+            pre_lo, pre_hi = clamp_splits(parents.pre_lo, parents.pre_hi, fixed)
+            out_lo, out_hi = parents.out_lo, parents.out_hi
+            gone = np.zeros(len(sub), dtype=bool)
+        for k, (b, n) in enumerate(zip(fresh, sub)):
+            n.pre_lo = [l[k] for l in pre_lo]
+            n.pre_hi = [u[k] for u in pre_hi]
+            n.out_lo, n.out_hi = out_lo[k], out_hi[k]
+            n.fresh = False
+            empty[b] = gone[k] or any(np.any(l > u) for l, u in zip(n.pre_lo, n.pre_hi))
+        return empty
+
+    def _expand(self, r: int, nodes: list[_Node]) -> list[NodeBound]:
+        region = self.f.regions[r]
+        rows, owner = self.rows[r]
+        k = len(region.clauses)
+        B = len(nodes)
+        self.nodes += B
+        self.max_depth = max(self.max_depth, max(n.depth for n in nodes))
+        empty = self._tighten(r, nodes)
+        K = len(self.blocks) - 1
+        # problems: (node, row) for the rows of every open clause of every non-empty node
+        pb, pr = [], []
+        for b, n in enumerate(nodes):
+            if empty[b]:
+                continue
+            for row in np.flatnonzero(n.open[owner]):
+                pb.append(b)
+                pr.append(int(row))
+        lhs_lower = np.full((B, rows.count), -np.inf)
+        g: list[np.ndarray] = []
+        if pb:
+            pb_a, pr_a = np.array(pb), np.array(pr)
+            pre_lo = [np.stack([nodes[b].pre_lo[t] for b in pb]) for t in range(K)]
+            pre_hi = [np.stack([nodes[b].pre_hi[t] for b in pb]) for t in range(K)]
+            split = [np.stack([nodes[b].split[t] for b in pb]).astype(np.float64) for t in range(K)]
+            pre_lo, pre_hi = clamp_splits(pre_lo, pre_hi, split)
+            alpha, beta = self._warm(nodes, pb, pr, pre_lo, pre_hi)
+            root = all(n.depth == 0 for n in nodes)
+            res = beta_upper(self.blocks, region.lo[None], region.hi[None], pre_lo, pre_hi, split,
+                             -rows.H[pr_a], -rows.G[pr_a], alpha=alpha, beta=beta,
+                             iterations=self.root_iterations if root else self.iterations,
+                             torch_weights=self._weights())
+            lhs_lower[pb_a, pr_a] = -res.upper
+            for p, (b, row) in enumerate(zip(pb, pr)):
+                nodes[b].warm[row] = ([a[p] for a in res.alpha], [x[p] for x in res.beta])
+            if self._candidates(r, res.x_best):
+                return [NodeBound(np.inf, lower=self.cex.margin, witness=self.cex)] + [NodeBound(np.inf)] * (B - 1)
+            g = res.g
+        lhs_lower = np.nextafter(lhs_lower, -np.inf)  # (the negation is exact; kept for symmetry)
+        upper, infeasible = clause_bounds(rows, owner, k, lhs_lower)
+        out = []
+        for b, n in enumerate(nodes):
+            if empty[b]:
+                n.open = np.zeros(k, dtype=bool)
+                out.append(NodeBound(-np.inf, leaf=True))
+                continue
+            n.upper = np.minimum(n.upper, upper[b])
+            n.open = n.open & ~infeasible[b]
+            if not n.open.any():
+                out.append(NodeBound(float(n.upper.max()), leaf=True))
+                continue
+            bound = float(np.max(np.where(n.open, n.upper, -np.inf)))
+            n.choice = self._choose(n, [p for p, pb_ in enumerate(pb) if pb_ == b], g)
+            if n.choice is None:
+                self.stuck.append(n)
+                out.append(NodeBound(bound, leaf=True))
+            else:
+                out.append(NodeBound(bound))
+        return out
+
+    def _warm(self, nodes, pb, pr, pre_lo, pre_hi):
+        """alpha / beta to start from: the parent's for the same row (new splits' beta 0), else
+        CROWN's slopes and beta 0."""
+        K = len(pre_lo)
+        alpha = [crown_slopes(l, u) for l, u in zip(pre_lo, pre_hi)]
+        beta = [np.zeros_like(a) for a in alpha]
+        for p, (b, row) in enumerate(zip(pb, pr)):
+            w = nodes[b].warm.get(row)
+            if w is not None:
+                for t in range(K):
+                    alpha[t][p] = w[0][t]
+                    beta[t][p] = w[1][t]
+        return alpha, beta
+
+    def _choose(self, n: _Node, problems: list[int], g: list[np.ndarray]) -> tuple[int, int] | None:
+        """BaBSR-style: the unstable neuron with the largest g+ * (-l u / (u - l)) summed over the
+        node's open rows (ties: the widest relaxation)."""
+        best, choice = -1.0, None
+        for t, (l, u) in enumerate(zip(n.pre_lo, n.pre_hi)):
+            unst = (l < 0) & (u > 0) & (n.split[t] == 0)
+            if not unst.any():
+                continue
+            gap = np.where(unst, -l * u / np.where(unst, u - l, 1.0), 0.0)
+            gp = np.clip(g[t][problems], 0.0, None).sum(axis=0) if problems else np.zeros_like(gap)
+            score = gp * gap + 1e-6 * gap
+            i = int(np.argmax(np.where(unst, score, -1.0)))
+            if score[i] > best:
+                best, choice = float(score[i]), (t, i)
+        return choice
+
+    def _candidates(self, r: int, X: np.ndarray) -> bool:
+        """Evaluate the maximisers of the linear bounds; True after a replayed counterexample."""
+        X = np.unique(X, axis=0)
+        cex = self.f.consider(r, X, self.f.margins(r, X))
+        if cex is not None:
+            self.cex = cex
+        return cex is not None
+
+    def _weights(self):
+        if self._torch_weights is None:
+            import torch
+
+            self._torch_weights = [torch.tensor(b.weight, dtype=torch.float32) for b in self.blocks]
+        return self._torch_weights
+
+    # ---------------------------------------------------------------- driver
+    def run(self, deadline: float) -> SearchOutcome:
+        res = branch_and_bound(self, deadline=earliest(deadline, command_deadline()), batch=self.batch_size,
+                               stop_at=0.0, frontier=self.frontier, interrupt=stop_requested)
+        if self.cex is not None:
+            status = SAT
+        elif res.stop == "closed":
+            status = EXHAUSTED if self.stuck else UNSAT
+        else:
+            status = TIMEOUT
+        upper = float(res.upper) if status != SAT and np.isfinite(res.upper) else None
+        notes = [f"ReLU splitting (beta-CROWN node bounds): {self.nodes} node(s), depth {self.max_depth}"]
+        if self.stuck:
+            notes.append(f"{len(self.stuck)} node(s) with every ReLU phase fixed could not be closed")
+        return SearchOutcome(status, self.cex, self.nodes, upper, res.open_nodes + len(self.stuck), self.max_depth,
+                             notes)
+
+
+__all__ = ["ReluSplitSearch"]
