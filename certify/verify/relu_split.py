@@ -10,15 +10,18 @@ whole input box of a region. Its bounds, for a batch of nodes at once:
 2. every row of every open clause bounded by `solvers.bounds.beta.beta_upper`: alpha slopes and
    split multipliers beta optimised by gradient steps (warm-started from the parent's), the bound
    itself a Lagrangian dual bound evaluated soundly in float64 for those multipliers;
-3. the box corner maximising each row's linear bound is evaluated: a point with a non-negative
-   margin is replayed (`Falsifier.consider`) before `sat` is claimed.
+3. the box corner maximising each row's linear bound is evaluated, and every few rounds PGD starts
+   there for the clause closest to unsafe: a point with a non-negative margin is replayed
+   (`Falsifier.consider`) before `sat` is claimed.
 
 A clause is closed on a node when some row's lower bound exceeds its right side; a node when every
-clause is; `unsat` only when every node is closed. The neuron to split is the unstable one whose
-relaxation adds most to the open rows' bounds (BaBSR's intercept score: g+ * (-l u / (u - l))). A
-node without unstable neurons left that is still open is not split further (the search then ends
-`exhausted`). The loop is `solvers.bab.branch_and_bound` with a `DepthFirst` frontier, as for
-input splitting.
+clause is; `unsat` only when every node is closed. The neuron to split: the best few per layer by
+BaBSR's intercept score g+ * (-l u / (u - l)) (how much the relaxation adds to the open rows'
+bounds) are tried on both children with the node's multipliers (filtered strong branching), and the
+one with the best worse child is split. A
+node without unstable neurons left is decided by one safe LP per open clause (`relu_lp`: exact
+there); one it cannot close either ends the search `exhausted`. The loop is
+`solvers.bab.branch_and_bound` with a `DepthFirst` frontier, as for input splitting.
 """
 
 from __future__ import annotations
@@ -29,21 +32,24 @@ from typing import Any
 import numpy as np
 
 from models.ir import Network
-from solvers.bab import DepthFirst, NodeBound, branch_and_bound
+from solvers.bab import DepthFirst, NodeBound
 from solvers.bounds import Bounds, relu_blocks
-from solvers.bounds.beta import beta_upper, clamp_splits, crown_slopes
+from solvers.bounds.beta import beta_upper, clamp_splits, crown_slopes, dual_upper, multipliers
 from solvers.bounds.options import BoundOptions
 from solvers.bounds.pipeline import bound_boxes
-from solvers.runtime import command_deadline, earliest, stop_requested
+from solvers.runtime import past
 
 from .attack import Falsifier
 from .counterexample import Counterexample
 from .node_bounds import clause_bounds, stacked_rows
-from .search import EXHAUSTED, SAT, TIMEOUT, UNSAT, SearchOutcome
+from .relu_lp import clause_lp_bound
+from .search import InputSplitSearch, SearchOutcome
 
 # gradient steps on alpha / beta at the root and at every other node (warm-started from the parent)
 ROOT_ITERATIONS = 60
 NODE_ITERATIONS = 12
+# split candidates per ReLU layer tried by strong branching (0: BaBSR's score alone)
+STRONG_PER_LAYER = 2
 
 
 @dataclass(eq=False)
@@ -67,19 +73,21 @@ class ReluSplitSearch:
     depth-first that stops at the first replayed counterexample."""
 
     def __init__(self, falsifier: Falsifier, net: Network, *, batch_size: int = 16, tighten: bool = True,
-                 root_iterations: int = ROOT_ITERATIONS, iterations: int = NODE_ITERATIONS) -> None:
+                 root_iterations: int = ROOT_ITERATIONS, iterations: int = NODE_ITERATIONS,
+                 strong: int = STRONG_PER_LAYER, pgd_every: int = 5) -> None:
         self.f = falsifier
         self.blocks = relu_blocks(net)
-        self.batch_size = batch_size
-        self.tighten = tighten
-        self.root_iterations = root_iterations
-        self.iterations = iterations
-        self.nodes = 0
-        self.max_depth = 0
-        self.stuck: list[_Node] = []
-        self.cex: Counterexample | None = None
         self.rows = [stacked_rows(r) for r in falsifier.regions]
         self._torch_weights: Any = None
+        # search settings
+        self.batch_size, self.tighten, self.strong, self.pgd_every = batch_size, tighten, strong, pgd_every
+        self.root_iterations, self.iterations = root_iterations, iterations
+        # search state (the driver, `InputSplitSearch.run`, reads nodes, max_depth, stuck, cex)
+        self.nodes = self.max_depth = self.rounds = 0
+        self.stuck: list[_Node] = []
+        self.cex: Counterexample | None = None
+        self.deadline: float | None = None
+        self._pgd_start: tuple[int, int, np.ndarray] | None = None
         self.frontier = DepthFirst(lambda node, nb: nb.upper if nb is not None else np.inf)
 
     # ---------------------------------------------------------------- the BabProblem side
@@ -121,6 +129,16 @@ class ReluSplitSearch:
         return kids
 
     def attained(self) -> float:
+        """Every `pgd_every` rounds, PGD on the open clause with the largest bound of the last batch,
+        started at its linear bound's maximiser; the counterexample's margin so far (-inf: none)."""
+        i, self.rounds = self.rounds, self.rounds + 1
+        if (self.cex is None and self.pgd_every and i % self.pgd_every == self.pgd_every - 1
+                and self._pgd_start is not None and not past(self.deadline)):
+            r, clause, x = self._pgd_start
+            self._pgd_start = None
+            region = self.f.regions[r]
+            starts = np.vstack([x, self.f.rng.uniform(region.lo, region.hi, (3, x.size))])
+            self.cex = self.f.pgd(r, clause, starts, 30, self.deadline)
         return -np.inf if self.cex is None else self.cex.margin
 
     # ---------------------------------------------------------------- one batch of nodes
@@ -192,9 +210,13 @@ class ReluSplitSearch:
             if self._candidates(r, res.x_best):
                 return [NodeBound(np.inf, lower=self.cex.margin, witness=self.cex)] + [NodeBound(np.inf)] * (B - 1)
             g = res.g
+            worst = int(np.argmax(rows.d[pr_a] + res.upper))
+            self._pgd_start = (r, int(owner[pr_a[worst]]), res.x_best[worst])
+            probs = (pb, pre_lo, pre_hi, split, res.alpha, res.beta, -rows.H[pr_a], -rows.G[pr_a], rows.d[pr_a])
         lhs_lower = np.nextafter(lhs_lower, -np.inf)  # (the negation is exact; kept for symmetry)
         upper, infeasible = clause_bounds(rows, owner, k, lhs_lower)
         out = []
+        branching = []
         for b, n in enumerate(nodes):
             if empty[b]:
                 n.open = np.zeros(k, dtype=bool)
@@ -206,12 +228,21 @@ class ReluSplitSearch:
                 out.append(NodeBound(float(n.upper.max()), leaf=True))
                 continue
             bound = float(np.max(np.where(n.open, n.upper, -np.inf)))
-            n.choice = self._choose(n, [p for p, pb_ in enumerate(pb) if pb_ == b], g)
-            if n.choice is None:
+            cands = self._ranked(n, [p for p, pb_ in enumerate(pb) if pb_ == b], g)
+            if not cands:  # every phase fixed or stable: the LP is exact on the node
+                if self._finish(r, n):
+                    return [NodeBound(np.inf, lower=self.cex.margin, witness=self.cex)] + [NodeBound(np.inf)] * (B - 1)
+                if not n.open.any():
+                    out.append(NodeBound(float(n.upper.max()), leaf=True))
+                    continue
                 self.stuck.append(n)
-                out.append(NodeBound(bound, leaf=True))
+                out.append(NodeBound(float(np.max(np.where(n.open, n.upper, -np.inf))), leaf=True))
             else:
+                n.choice = cands[0]
+                branching.append((b, cands))
                 out.append(NodeBound(bound))
+        if branching and self.strong:
+            self._strong_branching(region, nodes, branching, probs)
         return out
 
     def _warm(self, nodes, pb, pr, pre_lo, pre_hi):
@@ -228,21 +259,83 @@ class ReluSplitSearch:
                     beta[t][p] = w[1][t]
         return alpha, beta
 
-    def _choose(self, n: _Node, problems: list[int], g: list[np.ndarray]) -> tuple[int, int] | None:
-        """BaBSR-style: the unstable neuron with the largest g+ * (-l u / (u - l)) summed over the
-        node's open rows (ties: the widest relaxation)."""
-        best, choice = -1.0, None
+    def _ranked(self, n: _Node, problems: list[int], g: list[np.ndarray]) -> list[tuple[int, int]]:
+        """Split candidates, best BaBSR-style score first: the unstable neurons with the largest
+        g+ * (-l u / (u - l)) summed over the node's open rows (ties: the widest relaxation), the
+        best `self.strong` of every layer."""
+        scored = []
         for t, (l, u) in enumerate(zip(n.pre_lo, n.pre_hi)):
             unst = (l < 0) & (u > 0) & (n.split[t] == 0)
             if not unst.any():
                 continue
             gap = np.where(unst, -l * u / np.where(unst, u - l, 1.0), 0.0)
             gp = np.clip(g[t][problems], 0.0, None).sum(axis=0) if problems else np.zeros_like(gap)
-            score = gp * gap + 1e-6 * gap
-            i = int(np.argmax(np.where(unst, score, -1.0)))
-            if score[i] > best:
-                best, choice = float(score[i]), (t, i)
-        return choice
+            score = np.where(unst, gp * gap + 1e-6 * gap, -1.0)
+            top = np.argsort(-score, kind="stable")[:max(self.strong, 1)]
+            scored += [(float(score[i]), t, int(i)) for i in top if unst[i]]
+        scored.sort(key=lambda x: -x[0])
+        return [(t, i) for _, t, i in scored]
+
+    def _strong_branching(self, region, nodes, branching, probs) -> None:
+        """Filtered strong branching (FSB): each candidate split of a node is tried on both children
+        with the node's optimised alpha / beta (the split neuron becomes stable, its beta 0), and the
+        one whose worse child has the smallest sum of positive row margins wins (a heuristic:
+        these bounds are not used as bounds)."""
+        pb, pre_lo, pre_hi, split, alpha, beta, c, e, d = probs
+        pb = np.asarray(pb)
+        idx, lay, neu, sign, owner = [], [], [], [], []
+        for q, (b, cands) in enumerate(branching):
+            ps = np.flatnonzero(pb == b)
+            for m, (t, i) in enumerate(cands):
+                for sg in (1, -1):
+                    idx += ps.tolist()
+                    lay += [t] * ps.size
+                    neu += [i] * ps.size
+                    sign += [sg] * ps.size
+                    owner += [(q, m, sg)] * ps.size
+        idx, lay, neu, sign = map(np.asarray, (idx, lay, neu, sign))
+        K = len(pre_lo)
+        ar = np.arange(idx.size)
+        L, U, S = [x[idx] for x in pre_lo], [x[idx] for x in pre_hi], [x[idx] for x in split]
+        for t in range(K):
+            sel = lay == t
+            S[t][ar[sel], neu[sel]] = sign[sel]
+            L[t][ar[sel], neu[sel]] = np.where(sign[sel] > 0, np.maximum(L[t][ar[sel], neu[sel]], 0.0),
+                                               L[t][ar[sel], neu[sel]])
+            U[t][ar[sel], neu[sel]] = np.where(sign[sel] < 0, np.minimum(U[t][ar[sel], neu[sel]], 0.0),
+                                               U[t][ar[sel], neu[sel]])
+        A = [x[idx] for x in alpha]
+        Bt = [x[idx] * (s != 0) for x, s in zip(beta, S)]
+        nus = multipliers(self.blocks, c[idx], L, U, S, A, Bt)
+        up, _ = dual_upper(self.blocks, region.lo[None], region.hi[None], L, U, nus, e[idx], rigorous=False)
+        margin = np.clip(d[idx] + up, 0.0, None)
+        worst: dict[tuple[int, int], float] = {}
+        acc: dict[tuple[int, int, int], float] = {}
+        for key, v in zip(owner, margin.tolist()):
+            acc[key] = acc.get(key, 0.0) + v
+        for (q, m, sg), v in acc.items():
+            worst[(q, m)] = max(worst.get((q, m), -np.inf), v)
+        for q, (b, cands) in enumerate(branching):
+            m = min(range(len(cands)), key=lambda m: (worst[(q, m)], m))
+            nodes[b].choice = cands[m]
+
+    def _finish(self, r: int, n: _Node) -> bool:
+        """The LP finisher on a node without unstable neurons: each open clause's margin bounded by
+        a safe LP (closed when negative), the LP's point tried as a counterexample; True after a
+        replayed one."""
+        region = self.f.regions[r]
+        pre_lo, pre_hi = clamp_splits(n.pre_lo, n.pre_hi, n.split)
+        upper, still = n.upper.copy(), n.open.copy()
+        for c in np.flatnonzero(n.open):
+            rows = region.clauses[c].rows
+            bound, x = clause_lp_bound(self.blocks, region.lo, region.hi, pre_lo, pre_hi, n.split, rows)
+            upper[c] = min(upper[c], bound)
+            if bound < 0 or (bound <= 0 and rows.count and np.all(rows.strict)):
+                still[c] = False
+            elif x is not None and self._candidates(r, x[None]):
+                return True
+        n.upper, n.open = upper, still
+        return False
 
     def _candidates(self, r: int, X: np.ndarray) -> bool:
         """Evaluate the maximisers of the linear bounds; True after a replayed counterexample."""
@@ -261,20 +354,13 @@ class ReluSplitSearch:
 
     # ---------------------------------------------------------------- driver
     def run(self, deadline: float) -> SearchOutcome:
-        res = branch_and_bound(self, deadline=earliest(deadline, command_deadline()), batch=self.batch_size,
-                               stop_at=0.0, frontier=self.frontier, interrupt=stop_requested)
-        if self.cex is not None:
-            status = SAT
-        elif res.stop == "closed":
-            status = EXHAUSTED if self.stuck else UNSAT
-        else:
-            status = TIMEOUT
-        upper = float(res.upper) if status != SAT and np.isfinite(res.upper) else None
-        notes = [f"ReLU splitting (beta-CROWN node bounds): {self.nodes} node(s), depth {self.max_depth}"]
+        """The input-splitting search's driver (`InputSplitSearch.run`: the engine with this
+        problem, its budgets, statuses and sound upper bound), with this search's notes."""
+        out = InputSplitSearch.run(self, deadline)  # type: ignore[arg-type]
+        out.notes = [f"ReLU splitting (beta-CROWN node bounds): {self.nodes} node(s), depth {self.max_depth}"]
         if self.stuck:
-            notes.append(f"{len(self.stuck)} node(s) with every ReLU phase fixed could not be closed")
-        return SearchOutcome(status, self.cex, self.nodes, upper, res.open_nodes + len(self.stuck), self.max_depth,
-                             notes)
+            out.notes.append(f"{len(self.stuck)} node(s) with every ReLU phase fixed could not be closed by the LP")
+        return out
 
 
 __all__ = ["ReluSplitSearch"]

@@ -56,7 +56,7 @@ class SplitBounds:
     beta: list[np.ndarray]
 
 
-def _chain(blocks: list[Affine], c: np.ndarray, pre_lo, pre_hi, split, alpha, beta) -> list[np.ndarray]:
+def multipliers(blocks: list[Affine], c: np.ndarray, pre_lo, pre_hi, split, alpha, beta) -> list[np.ndarray]:
     """nu_t for t = 0..K-1 (float64) from CROWN's back-substitution with slopes alpha and split
     multipliers beta (P, n_t), and nu_K = c."""
     K = len(blocks) - 1
@@ -79,15 +79,16 @@ def _relax(xp, g, l, u, alpha):
 
 
 def dual_upper(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo: list[np.ndarray],
-               pre_hi: list[np.ndarray], nus: list[np.ndarray], e: np.ndarray | None = None
-               ) -> tuple[np.ndarray, np.ndarray]:
+               pre_hi: list[np.ndarray], nus: list[np.ndarray], e: np.ndarray | None = None, *,
+               rigorous: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Sound upper bounds (P,) of max c . f(x) + e . x over each problem's set (module doc) for
     any multipliers nus (nu_0..nu_{K-1}, nu_K = c: (P, n_t) arrays), and the maximising box corner
     of the input term (P, n). -inf where some bound pair crosses (the set is empty).
 
     Rounding: every summand below is computed with at most 3 roundings from an exact expression
     whose absolute value is accounted in `absum`; the products W^T nu (length n) differ from the
-    exact ones by at most 2 gamma(n + 2) |W|^T |nu|, times |a| <= max(u, 0) (|x| on the input)."""
+    exact ones by at most 2 gamma(n + 2) |W|^T |nu|, times |a| <= max(u, 0) (|x| on the input).
+    `rigorous=False` skips the allowance (a cheap estimate for heuristics: not a bound)."""
     K = len(blocks) - 1
     P = nus[K].shape[0]
     lo = np.broadcast_to(lo, (P, lo.shape[-1]))
@@ -106,7 +107,7 @@ def dual_upper(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo: lis
         W = blocks[t + 1].weight
         nu_up, nu = nus[t + 1], nus[t]
         g = nu_up @ W
-        gerr = 2.0 * gamma(W.shape[0] + 2) * (np.abs(nu_up) @ np.abs(W)) + _TINY
+        gerr = 2.0 * gamma(W.shape[0] + 2) * (np.abs(nu_up) @ np.abs(W)) + _TINY if rigorous else 0.0
         l, u = pre_lo[t], pre_hi[t]
         empty |= np.any(l > u, axis=1)
         amax = np.maximum(u, 0.0)
@@ -128,7 +129,7 @@ def dual_upper(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo: lis
     W0 = blocks[0].weight
     e = np.zeros_like(lo) if e is None else np.broadcast_to(e, lo.shape)
     w = e + nus[0] @ W0
-    werr = 2.0 * gamma(W0.shape[0] + 3) * (np.abs(e) + np.abs(nus[0]) @ np.abs(W0)) + _TINY
+    werr = 2.0 * gamma(W0.shape[0] + 3) * (np.abs(e) + np.abs(nus[0]) @ np.abs(W0)) + _TINY if rigorous else 0.0
     xmax = np.maximum(np.abs(lo), np.abs(hi))
     x_best = np.where(w > 0, hi, lo)
     term = np.maximum(w * lo, w * hi)
@@ -139,6 +140,8 @@ def dual_upper(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo: lis
     # each summand: <= 3 roundings from its exact value (2 gamma(5) |.|); the float sums of
     # `count` summands and of the allowances: 2 gamma(count + 2) times their absolute sums
     allowance = 2.0 * gamma(5) * absum + 2.0 * gamma(count + 2) * (absum + exact) + exact
+    if not rigorous:
+        return np.where(empty, -np.inf, total), x_best
     upper = total + allowance * (1.0 + 4.0 * gamma(count + 2)) + _TINY
     upper = np.nextafter(upper, np.inf)
     return np.where(empty, -np.inf, upper), x_best
@@ -244,7 +247,7 @@ def beta_upper(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo: lis
     and the dual bound evaluated soundly (`dual_upper`). Split neurons' bounds must be clamped."""
     alpha, beta = optimise(blocks, lo, hi, pre_lo, pre_hi, split, c, e, alpha, beta, iterations,
                            torch_weights=torch_weights)
-    nus = _chain(blocks, c, pre_lo, pre_hi, split, alpha, beta)
+    nus = multipliers(blocks, c, pre_lo, pre_hi, split, alpha, beta)
     upper, x_best = dual_upper(blocks, lo, hi, pre_lo, pre_hi, nus, e)
     K = len(blocks) - 1
     g = [nus[t + 1] @ blocks[t + 1].weight for t in range(K)]
@@ -258,4 +261,4 @@ def clamp_splits(pre_lo: list[np.ndarray], pre_hi: list[np.ndarray], split: list
             [np.where(s < 0, np.minimum(u, 0.0), u) for u, s in zip(pre_hi, split)])
 
 
-__all__ = ["SplitBounds", "beta_upper", "clamp_splits", "crown_slopes", "dual_upper", "optimise"]
+__all__ = ["SplitBounds", "beta_upper", "clamp_splits", "crown_slopes", "dual_upper", "multipliers", "optimise"]
