@@ -47,7 +47,7 @@ from .search import InputSplitSearch, SearchOutcome
 
 # gradient steps on alpha / beta at the root and at every other node (warm-started from the parent)
 ROOT_ITERATIONS = 60
-NODE_ITERATIONS = 12
+NODE_ITERATIONS = 8
 # split candidates per ReLU layer tried by strong branching (0: BaBSR's score alone)
 STRONG_PER_LAYER = 2
 
@@ -123,8 +123,10 @@ class ReluSplitSearch:
         for sign in (1, -1):
             split = [s.copy() if j == t else s for j, s in enumerate(node.split)]
             split[t][i] = sign
+            # a split in the last ReLU layer changes no later layer's bounds: nothing to re-bound
             kids.append((_Node(node.region, split, node.pre_lo, node.pre_hi, node.out_lo, node.out_hi,
-                               node.depth + 1, node.upper, node.open, dict(node.warm)), None))
+                               node.depth + 1, node.upper, node.open, dict(node.warm),
+                               fresh=t < len(node.split) - 1), None))
         node.warm = {}
         return kids
 
@@ -212,7 +214,8 @@ class ReluSplitSearch:
             g = res.g
             worst = int(np.argmax(rows.d[pr_a] + res.upper))
             self._pgd_start = (r, int(owner[pr_a[worst]]), res.x_best[worst])
-            probs = (pb, pre_lo, pre_hi, split, res.alpha, res.beta, -rows.H[pr_a], -rows.G[pr_a], rows.d[pr_a])
+            probs = (pb, pre_lo, pre_hi, split, res.alpha, res.beta, -rows.H[pr_a], -rows.G[pr_a],
+                     rows.d[pr_a], rows.d[pr_a] + res.upper)
         lhs_lower = np.nextafter(lhs_lower, -np.inf)  # (the negation is exact; kept for symmetry)
         upper, infeasible = clause_bounds(rows, owner, k, lhs_lower)
         out = []
@@ -278,14 +281,15 @@ class ReluSplitSearch:
 
     def _strong_branching(self, region, nodes, branching, probs) -> None:
         """Filtered strong branching (FSB): each candidate split of a node is tried on both children
-        with the node's optimised alpha / beta (the split neuron becomes stable, its beta 0), and the
-        one whose worse child has the smallest sum of positive row margins wins (a heuristic:
-        these bounds are not used as bounds)."""
-        pb, pre_lo, pre_hi, split, alpha, beta, c, e, d = probs
+        with the node's optimised alpha / beta (the split neuron becomes stable, its beta 0) on the
+        node's row closest to unsafe, and the one whose worse child has the smallest positive
+        margin wins (a heuristic: these bounds are not used as bounds)."""
+        pb, pre_lo, pre_hi, split, alpha, beta, c, e, d, margin_now = probs
         pb = np.asarray(pb)
         idx, lay, neu, sign, owner = [], [], [], [], []
         for q, (b, cands) in enumerate(branching):
-            ps = np.flatnonzero(pb == b)
+            mine = np.flatnonzero(pb == b)
+            ps = mine[[int(np.argmax(margin_now[mine]))]]
             for m, (t, i) in enumerate(cands):
                 for sg in (1, -1):
                     idx += ps.tolist()

@@ -177,7 +177,7 @@ def optimise(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo, pre_h
 def _adam(torch, blocks, lo, hi, pre_lo, pre_hi, split, c, e, alpha, beta, iterations, lr_alpha, lr_beta,
           torch_weights):
     """Projected Adam steps on the dual bound (float32): alpha clipped to [0, 1], beta to >= 0 on
-    the split neurons (0 elsewhere)."""
+    the split neurons (0 elsewhere); each problem's best multipliers seen (the start included)."""
     K = len(blocks) - 1
     f32 = torch.float32
     Ws = torch_weights or [torch.tensor(b.weight, dtype=f32) for b in blocks]
@@ -201,7 +201,9 @@ def _adam(torch, blocks, lo, hi, pre_lo, pre_hi, split, c, e, alpha, beta, itera
     act = [l >= 0 for l in L]
     inact = [(u <= 0) & ~a for u, a in zip(U, act)]
     free = [q.to(f32) for q in unst] + [(s != 0).to(f32) for s in S]
-    for k in range(1, iterations + 1):
+    best_val = torch.full((P,), float("inf"))
+    best = [p.detach().clone() for p in params]
+    for k in range(iterations + 1):
         nu = C
         val = (C * bs[K]).sum(dim=1)
         for t in range(K - 1, -1, -1):
@@ -217,20 +219,26 @@ def _adam(torch, blocks, lo, hi, pre_lo, pre_hi, split, c, e, alpha, beta, itera
             nu = nu_t
         w = nu @ Ws[0] if E is None else E + nu @ Ws[0]
         val = val + torch.maximum(w * x_lo, w * x_hi).sum(dim=1)
+        with torch.no_grad():  # keep each problem's best multipliers (the steps are not monotone)
+            better = val.detach() < best_val
+            best_val = torch.where(better, val.detach(), best_val)
+            best = [torch.where(better[:, None], p.detach(), b) for p, b in zip(params, best)]
+        if k == iterations:
+            break
         grads = torch.autograd.grad(val.sum(), params)
         with torch.no_grad():
             for i, (p, gr) in enumerate(zip(params, grads)):
                 gr = gr * free[i]
                 m[i].mul_(0.9).add_(gr, alpha=0.1)
                 v[i].mul_(0.999).addcmul_(gr, gr, value=0.001)
-                step = rates[i] * (m[i] / (1 - 0.9**k)) / ((v[i] / (1 - 0.999**k)).sqrt() + 1e-8)
+                step = rates[i] * (m[i] / (1 - 0.9 ** (k + 1))) / ((v[i] / (1 - 0.999 ** (k + 1))).sqrt() + 1e-8)
                 p.sub_(step)
                 p.clamp_(min=0.0)
                 if i < len(A):
                     p.clamp_(max=1.0)
                 else:
                     p.mul_(free[i])
-    return [a.detach() for a in A], [b.detach() for b in Bt]
+    return best[:len(A)], best[len(A):]
 
 
 def crown_slopes(l: np.ndarray, u: np.ndarray) -> np.ndarray:
