@@ -74,7 +74,7 @@ class ReluSplitSearch:
 
     def __init__(self, falsifier: Falsifier, net: Network, *, batch_size: int = 16, tighten: bool = True,
                  root_iterations: int = ROOT_ITERATIONS, iterations: int = NODE_ITERATIONS,
-                 strong: int = STRONG_PER_LAYER, pgd_every: int = 5) -> None:
+                 strong: int = STRONG_PER_LAYER, pgd_every: int = 5, strong_all_rows: bool = False) -> None:
         self.f = falsifier
         self.blocks = relu_blocks(net)
         self.rows = [stacked_rows(r) for r in falsifier.regions]
@@ -82,6 +82,8 @@ class ReluSplitSearch:
         # search settings
         self.batch_size, self.tighten, self.strong, self.pgd_every = batch_size, tighten, strong, pgd_every
         self.root_iterations, self.iterations = root_iterations, iterations
+        self.strong_all_rows = strong_all_rows
+        self.rebound_last = False
         # search state (the driver, `InputSplitSearch.run`, reads nodes, max_depth, stuck, cex)
         self.nodes = self.max_depth = self.rounds = 0
         self.stuck: list[_Node] = []
@@ -126,7 +128,7 @@ class ReluSplitSearch:
             # a split in the last ReLU layer changes no later layer's bounds: nothing to re-bound
             kids.append((_Node(node.region, split, node.pre_lo, node.pre_hi, node.out_lo, node.out_hi,
                                node.depth + 1, node.upper, node.open, dict(node.warm),
-                               fresh=t < len(node.split) - 1), None))
+                               fresh=self.rebound_last or t < len(node.split) - 1), None))
         node.warm = {}
         return kids
 
@@ -208,7 +210,7 @@ class ReluSplitSearch:
                              torch_weights=self._weights())
             lhs_lower[pb_a, pr_a] = -res.upper
             for p, (b, row) in enumerate(zip(pb, pr)):
-                nodes[b].warm[row] = ([a[p] for a in res.alpha], [x[p] for x in res.beta])
+                nodes[b].warm[row] = ([a[p] for a in res.warm_alpha], [x[p] for x in res.warm_beta])
             if self._candidates(r, res.x_best):
                 return [NodeBound(np.inf, lower=self.cex.margin, witness=self.cex)] + [NodeBound(np.inf)] * (B - 1)
             g = res.g
@@ -289,7 +291,7 @@ class ReluSplitSearch:
         idx, lay, neu, sign, owner = [], [], [], [], []
         for q, (b, cands) in enumerate(branching):
             mine = np.flatnonzero(pb == b)
-            ps = mine[[int(np.argmax(margin_now[mine]))]]
+            ps = mine if self.strong_all_rows else mine[[int(np.argmax(margin_now[mine]))]]
             for m, (t, i) in enumerate(cands):
                 for sg in (1, -1):
                     idx += ps.tolist()

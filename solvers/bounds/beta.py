@@ -47,13 +47,15 @@ class SplitBounds:
     """The result of `beta_upper` for P problems: sound upper bounds (P,) (-inf where the split
     constraints are infeasible), the box corner maximising the linear bound of each problem (P, n)
     (a candidate point), the coefficients g_t = W_{t+1}^T nu_{t+1} of every ReLU output (for
-    branching) and the optimised alpha / beta (to warm-start children)."""
+    branching), the alpha / beta of the bound and the optimiser's last ones (to warm-start children)."""
 
     upper: np.ndarray
     x_best: np.ndarray
     g: list[np.ndarray]
     alpha: list[np.ndarray]
     beta: list[np.ndarray]
+    warm_alpha: list[np.ndarray]  # the optimiser's last iterates (to warm-start children)
+    warm_beta: list[np.ndarray]
 
 
 def multipliers(blocks: list[Affine], c: np.ndarray, pre_lo, pre_hi, split, alpha, beta) -> list[np.ndarray]:
@@ -149,33 +151,35 @@ def dual_upper(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo: lis
 
 def optimise(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo, pre_hi, split, c: np.ndarray,
              e: np.ndarray | None, alpha: list[np.ndarray] | None, beta: list[np.ndarray] | None,
-             iterations: int, lr_alpha: float = 0.1, lr_beta: float = 0.05, torch_weights=None
-             ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+             iterations: int, lr_alpha: float = 0.1, lr_beta: float = 0.05, torch_weights=None,
+             warm_last: bool = False) -> tuple[list[np.ndarray], ...]:
     """alpha (P, n_t) in [0, 1] and beta (P, n_t) >= 0 (0 off the split neurons) chosen by projected
     Adam steps on the dual bound (float32 torch; a heuristic, not a bound). Start: the given ones,
-    else CROWN's adaptive slopes and beta = 0."""
+    else CROWN's adaptive slopes and beta = 0. Each problem's best pair seen is returned, with
+    `warm_last` also the last iterates (alpha, beta, last alpha, last beta: a warm start that
+    keeps the optimiser moving)."""
     K = len(blocks) - 1
     alpha = [crown_slopes(l, u) for l, u in zip(pre_lo, pre_hi)] if alpha is None else alpha
     beta = [np.zeros_like(a) for a in alpha] if beta is None else beta
     if iterations <= 0:
-        return alpha, beta
+        return (alpha, beta, alpha, beta) if warm_last else (alpha, beta)
     import torch
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small products: threads only wait for each other (the machine is shared)
     denormal = torch.set_flush_denormal(True)  # Adam's second moments underflow: slow subnormal arithmetic
     try:
-        A, Bt = _adam(torch, blocks, lo, hi, pre_lo, pre_hi, split, c, e, alpha, beta, iterations, lr_alpha,
-                      lr_beta, torch_weights)
+        out = _adam(torch, blocks, lo, hi, pre_lo, pre_hi, split, c, e, alpha, beta, iterations, lr_alpha,
+                    lr_beta, torch_weights, warm_last)
     finally:
         torch.set_num_threads(threads)
         if denormal:
             torch.set_flush_denormal(False)
-    return ([a.numpy().astype(np.float64) for a in A], [b.numpy().astype(np.float64) for b in Bt])
+    return tuple([a.numpy().astype(np.float64) for a in part] for part in out)
 
 
 def _adam(torch, blocks, lo, hi, pre_lo, pre_hi, split, c, e, alpha, beta, iterations, lr_alpha, lr_beta,
-          torch_weights):
+          torch_weights, warm_last=False):
     """Projected Adam steps on the dual bound (float32): alpha clipped to [0, 1], beta to >= 0 on
     the split neurons (0 elsewhere); each problem's best multipliers seen (the start included)."""
     K = len(blocks) - 1
@@ -238,7 +242,9 @@ def _adam(torch, blocks, lo, hi, pre_lo, pre_hi, split, c, e, alpha, beta, itera
                     p.clamp_(max=1.0)
                 else:
                     p.mul_(free[i])
-    return best[:len(A)], best[len(A):]
+    if not warm_last:
+        return best[:len(A)], best[len(A):]
+    return best[:len(A)], best[len(A):], [a.detach() for a in A], [b.detach() for b in Bt]
 
 
 def crown_slopes(l: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -253,13 +259,13 @@ def beta_upper(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo: lis
     """Sound upper bounds of max c_p . f(x) + e_p . x over each problem's box and split phases
     (module doc): alpha / beta optimised (`optimise`), the multipliers rebuilt from them in float64
     and the dual bound evaluated soundly (`dual_upper`). Split neurons' bounds must be clamped."""
-    alpha, beta = optimise(blocks, lo, hi, pre_lo, pre_hi, split, c, e, alpha, beta, iterations,
-                           torch_weights=torch_weights)
+    alpha, beta, warm_alpha, warm_beta = optimise(blocks, lo, hi, pre_lo, pre_hi, split, c, e, alpha, beta,
+                                                  iterations, torch_weights=torch_weights, warm_last=True)
     nus = multipliers(blocks, c, pre_lo, pre_hi, split, alpha, beta)
     upper, x_best = dual_upper(blocks, lo, hi, pre_lo, pre_hi, nus, e)
     K = len(blocks) - 1
     g = [nus[t + 1] @ blocks[t + 1].weight for t in range(K)]
-    return SplitBounds(upper, x_best, g, alpha, beta)
+    return SplitBounds(upper, x_best, g, alpha, beta, warm_alpha, warm_beta)
 
 
 def clamp_splits(pre_lo: list[np.ndarray], pre_hi: list[np.ndarray], split: list[np.ndarray]
