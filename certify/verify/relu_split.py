@@ -74,7 +74,8 @@ class ReluSplitSearch:
 
     def __init__(self, falsifier: Falsifier, net: Network, *, batch_size: int = 16, tighten: bool = True,
                  root_iterations: int = ROOT_ITERATIONS, iterations: int = NODE_ITERATIONS,
-                 strong: int = STRONG_PER_LAYER, pgd_every: int = 5, strong_all_rows: bool = False) -> None:
+                 strong: int = STRONG_PER_LAYER, pgd_every: int = 5, strong_all_rows: bool = False,
+                 rebound_last: bool = False) -> None:
         self.f = falsifier
         self.blocks = relu_blocks(net)
         self.rows = [stacked_rows(r) for r in falsifier.regions]
@@ -83,7 +84,7 @@ class ReluSplitSearch:
         self.batch_size, self.tighten, self.strong, self.pgd_every = batch_size, tighten, strong, pgd_every
         self.root_iterations, self.iterations = root_iterations, iterations
         self.strong_all_rows = strong_all_rows
-        self.rebound_last = False
+        self.rebound_last = rebound_last
         # search state (the driver, `InputSplitSearch.run`, reads nodes, max_depth, stuck, cex)
         self.nodes = self.max_depth = self.rounds = 0
         self.stuck: list[_Node] = []

@@ -6,7 +6,8 @@
    `unsat` only when every node of every region is closed by sound bounds; a counterexample found
    on the way (node centers, PGD in the worst node) is replayed before `sat` is claimed.
 3. Otherwise `timeout` (budget spent) or `unknown` (nodes that cannot be closed nor split, e.g.
-   too many input dimensions for input splitting). A failed search never becomes `unsat`.
+   a user bounder on too many input dimensions, or a ReLU-split node the LP finisher cannot
+   close). A failed search never becomes `unsat`.
 """
 
 from __future__ import annotations
