@@ -158,7 +158,6 @@ def optimise(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo, pre_h
     else CROWN's adaptive slopes and beta = 0. Each problem's best pair seen is returned, with
     `warm_last` also the last iterates (alpha, beta, last alpha, last beta: a warm start that
     keeps the optimiser moving)."""
-    K = len(blocks) - 1
     alpha = [crown_slopes(l, u) for l, u in zip(pre_lo, pre_hi)] if alpha is None else alpha
     beta = [np.zeros_like(a) for a in alpha] if beta is None else beta
     if iterations <= 0:
