@@ -127,10 +127,14 @@ def test_timeout_is_never_a_proof():
     assert res.vnncomp_text() == "timeout"
 
 
-def test_too_many_dimensions_for_splitting_gives_unknown():
-    res = certify.verify(acasxu_path(1, 1), acasxu_property_path(5), timeout=60, max_split_dims=2)
-    assert res.result == "unknown" and res.status == "open_gap" and res.nodes == 1
-    assert any("cannot be split" in n for n in res.notes)
+def test_too_many_dimensions_for_input_splitting_split_relus_instead():
+    # property 5 on N_1_1 holds; with 5 free inputs above max_split_dims the search splits ReLUs
+    res = certify.verify(acasxu_path(1, 1), acasxu_property_path(5), timeout=20, max_split_dims=2)
+    assert res.details["search"]["bounder"] == "beta-crown-relu-split"
+    assert any("ReLU splitting" in n for n in res.notes)
+    assert res.result in ("unsat", "timeout"), res.result
+    if res.result == "unsat":
+        assert res.upper is not None and res.upper <= 0
 
 
 def test_python_network_without_onnx_source_is_replayed_on_an_export():

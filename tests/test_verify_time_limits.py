@@ -185,11 +185,13 @@ def test_an_open_root_cut_by_the_deadline_is_timeout_not_unknown():
     net = acasxu_path(1, 1)
     spec = certify.load_vnnlib(acasxu_property_path(5))
     onnx = certify.load_onnx(net)
-    # above max_split_dims the root is bounded only: open, not splittable
+    # above max_split_dims with a given bounder (no ReLU splitting) the root is bounded only: open,
+    # not splittable
     late = certify.verify(net, spec, timeout=0.2, attack_seconds=0.01, max_split_dims=2,
                           bounder=_Late(BatchedSymbolicBounds(onnx), 0.4))
     assert late.result == "timeout" and late.status == "time_limit" and (late.upper is None or late.upper >= 0)
-    on_time = certify.verify(net, spec, timeout=60, attack_seconds=0.01, max_split_dims=2)
+    on_time = certify.verify(net, spec, timeout=60, attack_seconds=0.01, max_split_dims=2,
+                             bounder=BatchedSymbolicBounds(onnx))
     assert on_time.result == "unknown"  # the same root within the limit: nothing more to do
 
 

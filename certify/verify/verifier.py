@@ -1,11 +1,13 @@
 """`verify(model, spec, timeout=...)`: attack, then input splitting with sound node bounds.
 
 1. Falsification (sampling + PGD, a small share of the budget) for an early `sat`.
-2. Input-splitting search, every node bounded by a `NodeBounder` (default `SymbolicRowBounds`).
+2. Input-splitting search, every node bounded by a `NodeBounder` (default `BatchedSymbolicBounds`);
+   above `max_split_dims` free inputs, ReLU splitting (`relu_split`, beta-CROWN node bounds).
    `unsat` only when every node of every region is closed by sound bounds; a counterexample found
    on the way (node centers, PGD in the worst node) is replayed before `sat` is claimed.
 3. Otherwise `timeout` (budget spent) or `unknown` (nodes that cannot be closed nor split, e.g.
-   too many input dimensions for input splitting). A failed search never becomes `unsat`.
+   a user bounder on too many input dimensions, or a ReLU-split node the LP finisher cannot
+   close). A failed search never becomes `unsat`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ..certificate import Status, issue
 from .attack import Falsifier
 from .node_bounds import BatchedSymbolicBounds, NodeBounder
 from .result import VerificationResult
+from .relu_split import ReluSplitSearch
 from .search import EXHAUSTED, SAT, TIMEOUT, UNSAT, InputSplitSearch
 from .spec import Spec
 from .vnnlib import load_vnnlib
@@ -65,7 +68,8 @@ def verify(
     - `reference`: onnxruntime model for replays (default: the ONNX path, else a float64 export);
     - `bounder`: the node bounding function of the search (default `BatchedSymbolicBounds(net)`);
     - `attack_seconds`: budget of the initial attack (default 5% of the timeout, 0.2..3 s);
-    - `max_split_dims`: inputs with more free dimensions are bounded at the root only.
+    - `max_split_dims`: regions with more free input dimensions are searched by ReLU splitting
+      (`relu_split.ReluSplitSearch`, beta-CROWN node bounds) unless a `bounder` is given.
     """
     with single_threaded_blas():  # small matrix products: OpenBLAS threads only wait for each other
         return _verify(model, spec, timeout, reference, seed, bounder, attack_seconds, max_split_dims, batch_size)
@@ -108,13 +112,19 @@ def _verify(model, spec, timeout, reference, seed, bounder, attack_seconds, max_
                                               upper=None, box=box, nodes=0, seconds=time.perf_counter() - t0,
                                               notes=notes, details=details, **common), net)
 
-    # (a batch of node bounds in flight at the deadline may finish within BOUND_GRACE: a cheap root,
-    # 0.05 s on mnist_fc, still closes when loading took the whole timeout; a CIFAR root is cut)
-    bounder = bounder or BatchedSymbolicBounds(net, deadline=deadline + BOUND_GRACE)
-    search = InputSplitSearch(falsifier, bounder, batch_size=batch_size, max_split_dims=max_split_dims)
+    free = max(int(np.count_nonzero(r.hi > r.lo)) for r in regions)
+    if bounder is None and free > max_split_dims:  # too many inputs to split: split ReLUs (beta-CROWN)
+        search: InputSplitSearch | ReluSplitSearch = ReluSplitSearch(falsifier, net, bound_grace=BOUND_GRACE)
+        bounder_name = "beta-crown-relu-split"
+    else:
+        # (a batch of node bounds in flight at the deadline may finish within BOUND_GRACE: a cheap root,
+        # 0.05 s on mnist_fc, still closes when loading took the whole timeout; a CIFAR root is cut)
+        bounder = bounder or BatchedSymbolicBounds(net, deadline=deadline + BOUND_GRACE)
+        search = InputSplitSearch(falsifier, bounder, batch_size=batch_size, max_split_dims=max_split_dims)
+        bounder_name = getattr(bounder, "name", type(bounder).__name__)
     t_search = time.perf_counter()
     out = search.run(deadline)
-    details["search"] = {"seconds": time.perf_counter() - t_search, "bounder": getattr(bounder, "name", type(bounder).__name__),
+    details["search"] = {"seconds": time.perf_counter() - t_search, "bounder": bounder_name,
                          "nodes": out.nodes, "open_nodes": out.open_nodes, "max_depth": out.max_depth}
     details["attack"]["points"] = falsifier.points
     notes += out.notes

@@ -1,0 +1,378 @@
+"""ReLU-splitting search for high-dimensional inputs (beta-CROWN's branch-and-bound).
+
+Input splitting cannot split 784 pixels; this search splits ReLU neurons instead. A node is a set
+of split decisions (neuron i of ReLU layer t fixed active, z >= 0, or inactive, z <= 0) over the
+whole input box of a region. Its bounds, for a batch of nodes at once:
+
+1. pre-activation bounds: the root's (`bound_boxes` with optimised slopes), then at every node the
+   parent's intersected with the node's phases and, below the split, re-bounded by the batched
+   symbolic step of `bound_boxes` with the fixed phases (`tighten`);
+2. every row of every open clause bounded by `solvers.bounds.beta.beta_upper`: alpha slopes and
+   split multipliers beta optimised by gradient steps (warm-started from the parent's), the bound
+   itself a Lagrangian dual bound evaluated soundly in float64 for those multipliers;
+3. the box corner maximising each row's linear bound is evaluated, and every few rounds PGD starts
+   there for the clause closest to unsafe: a point with a non-negative margin is replayed
+   (`Falsifier.consider`) before `sat` is claimed.
+
+A clause is closed on a node when some row's lower bound exceeds its right side; a node when every
+clause is; `unsat` only when every node is closed. The neuron to split: the best few per layer by
+BaBSR's intercept score g+ * (-l u / (u - l)) (how much the relaxation adds to the open rows'
+bounds) are tried on both children with the node's multipliers (filtered strong branching), and the
+one with the best worse child is split. A
+node without unstable neurons left is decided by one safe LP per open clause (`relu_lp`: exact
+there); one it cannot close either ends the search `exhausted`. The loop is
+`solvers.bab.branch_and_bound` with a `DepthFirst` frontier, as for input splitting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from models.ir import Network
+from solvers.bab import DepthFirst, NodeBound
+from solvers.bounds import Bounds, relu_blocks
+from solvers.bounds.beta import beta_upper, clamp_splits, crown_slopes, dual_upper, multipliers
+from solvers.bounds.options import BoundOptions
+from solvers.bounds.pipeline import bound_boxes
+from solvers.runtime import past
+
+from .attack import Falsifier
+from .counterexample import Counterexample
+from .node_bounds import clause_bounds, stacked_rows
+from .relu_lp import clause_lp_bound
+from .search import InputSplitSearch, SearchOutcome
+
+# gradient steps on alpha / beta at the root and at every other node (warm-started from the parent)
+ROOT_ITERATIONS = 60
+NODE_ITERATIONS = 8
+# split candidates per ReLU layer tried by strong branching (0: BaBSR's score alone)
+STRONG_PER_LAYER = 2
+
+
+@dataclass(eq=False)
+class _Node:
+    region: int
+    split: list[np.ndarray]  # per ReLU layer (n_t,): +1 active, -1 inactive, 0 free
+    pre_lo: list[np.ndarray]
+    pre_hi: list[np.ndarray]
+    out_lo: np.ndarray
+    out_hi: np.ndarray
+    depth: int
+    upper: np.ndarray  # (k,) clause margin upper bounds
+    open: np.ndarray  # (k,) clauses not yet proven infeasible
+    warm: dict[int, tuple[list[np.ndarray], list[np.ndarray]]] = field(default_factory=dict)  # row -> alpha, beta
+    choice: tuple[int, int] | None = None  # (layer, neuron) to split next
+    fresh: bool = True  # pre-activation bounds not yet re-bounded with the node's phases
+
+
+class ReluSplitSearch:
+    """Branch-and-bound over ReLU phases with beta-CROWN node bounds: a `solvers.bab` problem run
+    depth-first that stops at the first replayed counterexample."""
+
+    def __init__(self, falsifier: Falsifier, net: Network, *, batch_size: int = 16, tighten: bool = True,
+                 root_iterations: int = ROOT_ITERATIONS, iterations: int = NODE_ITERATIONS,
+                 strong: int = STRONG_PER_LAYER, pgd_every: int = 5, strong_all_rows: bool = False,
+                 rebound_last: bool = False, bound_grace: float = 0.0) -> None:
+        self.f = falsifier
+        self.bound_grace = bound_grace  # node bounds in flight at the deadline may finish within it
+        self.blocks = relu_blocks(net)
+        self.rows = [stacked_rows(r) for r in falsifier.regions]
+        self._torch_weights: Any = None
+        # search settings
+        self.batch_size, self.tighten, self.strong, self.pgd_every = batch_size, tighten, strong, pgd_every
+        self.root_iterations, self.iterations = root_iterations, iterations
+        self.strong_all_rows = strong_all_rows
+        self.rebound_last = rebound_last
+        # search state (the driver, `InputSplitSearch.run`, reads nodes, max_depth, stuck, cex)
+        self.nodes = self.max_depth = self.rounds = 0
+        self.stuck: list[_Node] = []
+        self.cex: Counterexample | None = None
+        self.deadline: float | None = None
+        self._pgd_start: tuple[int, int, np.ndarray] | None = None
+        self.frontier = DepthFirst(lambda node, nb: nb.upper if nb is not None else np.inf)
+
+    # ---------------------------------------------------------------- the BabProblem side
+    def roots(self) -> list[_Node]:
+        out = []
+        for r, region in enumerate(self.f.regions):
+            nb = bound_boxes(self.blocks, region.lo[None], region.hi[None],
+                             BoundOptions(rows="per-box", lower_slopes="alpha", symbolic_output=False,
+                                          deadline=self._bound_deadline()))
+            k = len(region.clauses)
+            out.append(_Node(r, [np.zeros(l.shape[1], dtype=np.int8) for l in nb.pre_lo],
+                             [l[0] for l in nb.pre_lo], [u[0] for u in nb.pre_hi], nb.out_lo[0], nb.out_hi[0], 0,
+                             np.full(k, np.inf), np.ones(k, dtype=bool), fresh=False))
+        return out
+
+    def bound(self, node: _Node) -> NodeBound:
+        return self.bound_many([node])[0]
+
+    def bound_many(self, nodes: list[_Node]) -> list[NodeBound]:
+        groups: dict[int, list[int]] = {}
+        for i, n in enumerate(nodes):
+            groups.setdefault(n.region, []).append(i)
+        out: list[NodeBound] = [NodeBound(np.inf)] * len(nodes)
+        for r, idx in groups.items():
+            if self.cex is not None:
+                break
+            for i, nb in zip(idx, self._expand(r, [nodes[i] for i in idx]), strict=True):
+                out[i] = nb
+        return out
+
+    def branch(self, node: _Node, nb: NodeBound, prune_level: float) -> list[tuple[_Node, float | None]]:
+        t, i = node.choice
+        kids = []
+        for sign in (1, -1):
+            split = [s.copy() if j == t else s for j, s in enumerate(node.split)]
+            split[t][i] = sign
+            # a split in the last ReLU layer changes no later layer's bounds: nothing to re-bound
+            kids.append((_Node(node.region, split, node.pre_lo, node.pre_hi, node.out_lo, node.out_hi,
+                               node.depth + 1, node.upper, node.open, dict(node.warm),
+                               fresh=self.rebound_last or t < len(node.split) - 1), None))
+        node.warm = {}
+        return kids
+
+    def attained(self) -> float:
+        """Every `pgd_every` rounds, PGD on the open clause with the largest bound of the last batch,
+        started at its linear bound's maximiser; the counterexample's margin so far (-inf: none)."""
+        i, self.rounds = self.rounds, self.rounds + 1
+        if (self.cex is None and self.pgd_every and i % self.pgd_every == self.pgd_every - 1
+                and self._pgd_start is not None and not past(self.deadline)):
+            r, clause, x = self._pgd_start
+            self._pgd_start = None
+            region = self.f.regions[r]
+            starts = np.vstack([x, self.f.rng.uniform(region.lo, region.hi, (3, x.size))])
+            self.cex = self.f.pgd(r, clause, starts, 30, self.deadline)
+        return -np.inf if self.cex is None else self.cex.margin
+
+    # ---------------------------------------------------------------- one batch of nodes
+    def _tighten(self, r: int, nodes: list[_Node]) -> np.ndarray:
+        """Re-bound the pre-activations of fresh nodes with their fixed phases (in place); (B,) empty."""
+        region = self.f.regions[r]
+        B = len(nodes)
+        empty = np.zeros(B, dtype=bool)
+        fresh = [b for b, n in enumerate(nodes) if n.fresh]
+        if not fresh:
+            return empty
+        sub = [nodes[b] for b in fresh]
+        lo = np.repeat(region.lo[None], len(sub), axis=0)
+        hi = np.repeat(region.hi[None], len(sub), axis=0)
+        parents = Bounds(lo, hi, [np.stack([n.pre_lo[t] for n in sub]) for t in range(len(sub[0].pre_lo))],
+                         [np.stack([n.pre_hi[t] for n in sub]) for t in range(len(sub[0].pre_hi))],
+                         np.stack([n.out_lo for n in sub]), np.stack([n.out_hi for n in sub]), "symbolic")
+        fixed = [np.stack([n.split[t] for n in sub]) for t in range(len(sub[0].split))]
+        if self.tighten:
+            nb = bound_boxes(self.blocks, lo, hi, BoundOptions(rows="unstable", symbolic_output=False, deadline=self._bound_deadline()),
+                             parents=parents, fixed=fixed)
+            pre_lo, pre_hi, out_lo, out_hi, gone = nb.pre_lo, nb.pre_hi, nb.out_lo, nb.out_hi, nb.empty
+        else:
+            pre_lo, pre_hi = clamp_splits(parents.pre_lo, parents.pre_hi, fixed)
+            out_lo, out_hi = parents.out_lo, parents.out_hi
+            gone = np.zeros(len(sub), dtype=bool)
+        for k, (b, n) in enumerate(zip(fresh, sub)):
+            n.pre_lo = [l[k] for l in pre_lo]
+            n.pre_hi = [u[k] for u in pre_hi]
+            n.out_lo, n.out_hi = out_lo[k], out_hi[k]
+            n.fresh = False
+            empty[b] = gone[k] or any(np.any(l > u) for l, u in zip(n.pre_lo, n.pre_hi))
+        return empty
+
+    def _expand(self, r: int, nodes: list[_Node]) -> list[NodeBound]:
+        region = self.f.regions[r]
+        rows, owner = self.rows[r]
+        k = len(region.clauses)
+        B = len(nodes)
+        self.nodes += B
+        self.max_depth = max(self.max_depth, max(n.depth for n in nodes))
+        empty = self._tighten(r, nodes)
+        K = len(self.blocks) - 1
+        # problems: (node, row) for the rows of every open clause of every non-empty node
+        pb, pr = [], []
+        for b, n in enumerate(nodes):
+            if empty[b]:
+                continue
+            for row in np.flatnonzero(n.open[owner]):
+                pb.append(b)
+                pr.append(int(row))
+        lhs_lower = np.full((B, rows.count), -np.inf)
+        g: list[np.ndarray] = []
+        if pb:
+            pb_a, pr_a = np.array(pb), np.array(pr)
+            pre_lo = [np.stack([nodes[b].pre_lo[t] for b in pb]) for t in range(K)]
+            pre_hi = [np.stack([nodes[b].pre_hi[t] for b in pb]) for t in range(K)]
+            split = [np.stack([nodes[b].split[t] for b in pb]).astype(np.float64) for t in range(K)]
+            pre_lo, pre_hi = clamp_splits(pre_lo, pre_hi, split)
+            alpha, beta = self._warm(nodes, pb, pr, pre_lo, pre_hi)
+            root = all(n.depth == 0 for n in nodes)
+            res = beta_upper(self.blocks, region.lo[None], region.hi[None], pre_lo, pre_hi, split,
+                             -rows.H[pr_a], -rows.G[pr_a], alpha=alpha, beta=beta,
+                             iterations=self.root_iterations if root else self.iterations,
+                             torch_weights=self._weights())
+            lhs_lower[pb_a, pr_a] = -res.upper
+            for p, (b, row) in enumerate(zip(pb, pr)):
+                nodes[b].warm[row] = ([a[p] for a in res.warm_alpha], [x[p] for x in res.warm_beta])
+            if self._candidates(r, res.x_best):
+                return [NodeBound(np.inf, lower=self.cex.margin, witness=self.cex)] + [NodeBound(np.inf)] * (B - 1)
+            g = res.g
+            worst = int(np.argmax(rows.d[pr_a] + res.upper))
+            self._pgd_start = (r, int(owner[pr_a[worst]]), res.x_best[worst])
+            probs = (pb, pre_lo, pre_hi, split, res.alpha, res.beta, -rows.H[pr_a], -rows.G[pr_a],
+                     rows.d[pr_a], rows.d[pr_a] + res.upper)
+        lhs_lower = np.nextafter(lhs_lower, -np.inf)  # (the negation is exact; kept for symmetry)
+        upper, infeasible = clause_bounds(rows, owner, k, lhs_lower)
+        out = []
+        branching = []
+        for b, n in enumerate(nodes):
+            if empty[b]:
+                n.open = np.zeros(k, dtype=bool)
+                out.append(NodeBound(-np.inf, leaf=True))
+                continue
+            n.upper = np.minimum(n.upper, upper[b])
+            n.open = n.open & ~infeasible[b]
+            if not n.open.any():
+                out.append(NodeBound(float(n.upper.max()), leaf=True))
+                continue
+            bound = float(np.max(np.where(n.open, n.upper, -np.inf)))
+            cands = self._ranked(n, [p for p, pb_ in enumerate(pb) if pb_ == b], g)
+            if not cands:  # every phase fixed or stable: the LP is exact on the node
+                if self._finish(r, n):
+                    return [NodeBound(np.inf, lower=self.cex.margin, witness=self.cex)] + [NodeBound(np.inf)] * (B - 1)
+                if not n.open.any():
+                    out.append(NodeBound(float(n.upper.max()), leaf=True))
+                    continue
+                self.stuck.append(n)
+                out.append(NodeBound(float(np.max(np.where(n.open, n.upper, -np.inf))), leaf=True))
+            else:
+                n.choice = cands[0]
+                branching.append((b, cands))
+                out.append(NodeBound(bound))
+        if branching and self.strong:
+            self._strong_branching(region, nodes, branching, probs)
+        return out
+
+    def _warm(self, nodes, pb, pr, pre_lo, pre_hi):
+        """alpha / beta to start from: the parent's for the same row (new splits' beta 0), else
+        CROWN's slopes and beta 0."""
+        K = len(pre_lo)
+        alpha = [crown_slopes(l, u) for l, u in zip(pre_lo, pre_hi)]
+        beta = [np.zeros_like(a) for a in alpha]
+        for p, (b, row) in enumerate(zip(pb, pr)):
+            w = nodes[b].warm.get(row)
+            if w is not None:
+                for t in range(K):
+                    alpha[t][p] = w[0][t]
+                    beta[t][p] = w[1][t]
+        return alpha, beta
+
+    def _ranked(self, n: _Node, problems: list[int], g: list[np.ndarray]) -> list[tuple[int, int]]:
+        """Split candidates, best BaBSR-style score first: the unstable neurons with the largest
+        g+ * (-l u / (u - l)) summed over the node's open rows (ties: the widest relaxation), the
+        best `self.strong` of every layer."""
+        scored = []
+        for t, (l, u) in enumerate(zip(n.pre_lo, n.pre_hi)):
+            unst = (l < 0) & (u > 0) & (n.split[t] == 0)
+            if not unst.any():
+                continue
+            gap = np.where(unst, -l * u / np.where(unst, u - l, 1.0), 0.0)
+            gp = np.clip(g[t][problems], 0.0, None).sum(axis=0) if problems else np.zeros_like(gap)
+            score = np.where(unst, gp * gap + 1e-6 * gap, -1.0)
+            top = np.argsort(-score, kind="stable")[:max(self.strong, 1)]
+            scored += [(float(score[i]), t, int(i)) for i in top if unst[i]]
+        scored.sort(key=lambda x: -x[0])
+        return [(t, i) for _, t, i in scored]
+
+    def _strong_branching(self, region, nodes, branching, probs) -> None:
+        """Filtered strong branching (FSB): each candidate split of a node is tried on both children
+        with the node's optimised alpha / beta (the split neuron becomes stable, its beta 0) on the
+        node's row closest to unsafe, and the one whose worse child has the smallest positive
+        margin wins (a heuristic: these bounds are not used as bounds)."""
+        pb, pre_lo, pre_hi, split, alpha, beta, c, e, d, margin_now = probs
+        pb = np.asarray(pb)
+        idx, lay, neu, sign, owner = [], [], [], [], []
+        for q, (b, cands) in enumerate(branching):
+            mine = np.flatnonzero(pb == b)
+            ps = mine if self.strong_all_rows else mine[[int(np.argmax(margin_now[mine]))]]
+            for m, (t, i) in enumerate(cands):
+                for sg in (1, -1):
+                    idx += ps.tolist()
+                    lay += [t] * ps.size
+                    neu += [i] * ps.size
+                    sign += [sg] * ps.size
+                    owner += [(q, m, sg)] * ps.size
+        idx, lay, neu, sign = map(np.asarray, (idx, lay, neu, sign))
+        K = len(pre_lo)
+        ar = np.arange(idx.size)
+        L, U, S = [x[idx] for x in pre_lo], [x[idx] for x in pre_hi], [x[idx] for x in split]
+        for t in range(K):
+            sel = lay == t
+            S[t][ar[sel], neu[sel]] = sign[sel]
+            L[t][ar[sel], neu[sel]] = np.where(sign[sel] > 0, np.maximum(L[t][ar[sel], neu[sel]], 0.0),
+                                               L[t][ar[sel], neu[sel]])
+            U[t][ar[sel], neu[sel]] = np.where(sign[sel] < 0, np.minimum(U[t][ar[sel], neu[sel]], 0.0),
+                                               U[t][ar[sel], neu[sel]])
+        A = [x[idx] for x in alpha]
+        Bt = [x[idx] * (s != 0) for x, s in zip(beta, S)]
+        nus = multipliers(self.blocks, c[idx], L, U, S, A, Bt)
+        up, _ = dual_upper(self.blocks, region.lo[None], region.hi[None], L, U, nus, e[idx], rigorous=False)
+        margin = np.clip(d[idx] + up, 0.0, None)
+        worst: dict[tuple[int, int], float] = {}
+        acc: dict[tuple[int, int, int], float] = {}
+        for key, v in zip(owner, margin.tolist()):
+            acc[key] = acc.get(key, 0.0) + v
+        for (q, m, sg), v in acc.items():
+            worst[(q, m)] = max(worst.get((q, m), -np.inf), v)
+        for q, (b, cands) in enumerate(branching):
+            m = min(range(len(cands)), key=lambda m: (worst[(q, m)], m))
+            nodes[b].choice = cands[m]
+
+    def _finish(self, r: int, n: _Node) -> bool:
+        """The LP finisher on a node without unstable neurons: each open clause's margin bounded by
+        a safe LP (closed when negative), the LP's point tried as a counterexample; True after a
+        replayed one."""
+        region = self.f.regions[r]
+        pre_lo, pre_hi = clamp_splits(n.pre_lo, n.pre_hi, n.split)
+        upper, still = n.upper.copy(), n.open.copy()
+        for c in np.flatnonzero(n.open):
+            rows = region.clauses[c].rows
+            bound, x = clause_lp_bound(self.blocks, region.lo, region.hi, pre_lo, pre_hi, n.split, rows)
+            upper[c] = min(upper[c], bound)
+            if bound < 0 or (bound <= 0 and rows.count and np.all(rows.strict)):
+                still[c] = False
+            elif x is not None and self._candidates(r, x[None]):
+                return True
+        n.upper, n.open = upper, still
+        return False
+
+    def _candidates(self, r: int, X: np.ndarray) -> bool:
+        """Evaluate the maximisers of the linear bounds; True after a replayed counterexample."""
+        X = np.unique(X, axis=0)
+        cex = self.f.consider(r, X, self.f.margins(r, X))
+        if cex is not None:
+            self.cex = cex
+        return cex is not None
+
+    def _weights(self):
+        if self._torch_weights is None:
+            import torch
+
+            self._torch_weights = [torch.tensor(b.weight, dtype=torch.float32) for b in self.blocks]
+        return self._torch_weights
+
+    def _bound_deadline(self) -> float | None:
+        return None if self.deadline is None else self.deadline + self.bound_grace
+
+    # ---------------------------------------------------------------- driver
+    def run(self, deadline: float) -> SearchOutcome:
+        """The input-splitting search's driver (`InputSplitSearch.run`: the engine with this
+        problem, its budgets, statuses and sound upper bound), with this search's notes."""
+        out = InputSplitSearch.run(self, deadline)  # type: ignore[arg-type]
+        out.notes = [f"ReLU splitting (beta-CROWN node bounds): {self.nodes} node(s), depth {self.max_depth}"]
+        if self.stuck:
+            out.notes.append(f"{len(self.stuck)} node(s) with every ReLU phase fixed could not be closed by the LP")
+        return out
+
+
+__all__ = ["ReluSplitSearch"]

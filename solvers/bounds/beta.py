@@ -1,0 +1,277 @@
+"""Bounds of linear functions of a ReLU network's output under ReLU split constraints (beta-CROWN's
+idea: Wang et al., NeurIPS 2021), optimised by gradient steps and evaluated soundly in float64.
+
+A *problem* p asks for an upper bound of  max c_p . f(x) + e_p . x  over the box lo_p <= x <= hi_p
+restricted to the ReLU phases fixed by a split assignment (`split[t][p, i]`: +1 neuron i of ReLU
+layer t assumed active, z >= 0; -1 inactive, z <= 0; 0 free), given pre-activation bounds
+`pre_lo[t]`, `pre_hi[t]` valid on that restricted set (the caller clamps split neurons: active
+l >= 0, inactive u <= 0).
+
+**The certified number is a Lagrangian dual bound.** With multipliers nu_t (one per neuron of
+every layer, nu_K = c for the output) for the equalities z_t = W_t a_{t-1} + b_t (a_{-1} = x,
+a_t = relu(z_t)), weak duality gives, for *any* real nu,
+
+    max <= sum_t nu_t . b_t + max_{x in box} (e + W_0^T nu_0) . x
+           + sum_{t<K} sum_i max_{(z, a) in S_ti} (g_ti a - nu_ti z),     g_t = W_{t+1}^T nu_{t+1},
+
+where S_ti is the relation of neuron i over its bounds: a = z (l >= 0), a = 0 (u <= 0), the
+triangle a >= 0, a >= z, a <= u (z - l) / (u - l) otherwise (maximised at its vertices). A split
+constraint enters through its neuron's clamped bounds, and its multiplier beta >= 0 through nu:
+`dual_upper` evaluates this bound for given nu in float64 with a rounding allowance derived here
+(each product and sum bounded by gamma(n) times the same sum over absolute values; the products
+W^T nu enter with their own error bound times |a|), so the optimiser's floats never matter for
+soundness: a poor nu only gives a poor bound.
+
+The multipliers come from CROWN's back-substitution with lower slopes alpha in [0, 1] of the
+unstable neurons and split multipliers beta >= 0 (nu_t = relax(g_t; alpha) + beta * split_t, the
+term beta * s * z >= 0 of the split constraint s z >= 0 added to the objective), optimised per
+problem by projected Adam steps on the same dual bound in torch (`optimise`). With beta = 0 and
+CROWN's slopes the bound is at most CROWN's (the triangle is inside every alpha relaxation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from models.ir import Affine
+
+from ..rounding import gamma
+
+_TINY = 1e-300
+
+
+@dataclass
+class SplitBounds:
+    """The result of `beta_upper` for P problems: sound upper bounds (P,) (-inf where the split
+    constraints are infeasible), the box corner maximising the linear bound of each problem (P, n)
+    (a candidate point), the coefficients g_t = W_{t+1}^T nu_{t+1} of every ReLU output (for
+    branching), the alpha / beta of the bound and the optimiser's last ones (to warm-start children)."""
+
+    upper: np.ndarray
+    x_best: np.ndarray
+    g: list[np.ndarray]
+    alpha: list[np.ndarray]
+    beta: list[np.ndarray]
+    warm_alpha: list[np.ndarray]  # the optimiser's last iterates (to warm-start children)
+    warm_beta: list[np.ndarray]
+
+
+def multipliers(blocks: list[Affine], c: np.ndarray, pre_lo, pre_hi, split, alpha, beta) -> list[np.ndarray]:
+    """nu_t for t = 0..K-1 (float64) from CROWN's back-substitution with slopes alpha and split
+    multipliers beta (P, n_t), and nu_K = c."""
+    K = len(blocks) - 1
+    nus: list[np.ndarray] = [np.zeros(0)] * K + [c]
+    nu = c
+    for t in range(K - 1, -1, -1):
+        g = nu @ blocks[t + 1].weight
+        nu = _relax(np, g, pre_lo[t], pre_hi[t], alpha[t]) + beta[t] * split[t]
+        nus[t] = nu
+    return nus
+
+
+def _relax(xp, g, l, u, alpha):
+    """CROWN's coefficient on z of g * relu(z): g (active), 0 (inactive), g+ u/(u-l) + g- alpha."""
+    unstable = (l < 0) & (u > 0)
+    slope = xp.where(unstable, u / xp.where(unstable, u - l, 1.0), xp.where(l >= 0, 1.0, 0.0))
+    pos = xp.clip(g, 0.0, None) if xp is np else g.clamp(min=0.0)
+    neg = g - pos
+    return xp.where(unstable, pos * slope + neg * alpha, g * slope)
+
+
+def dual_upper(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo: list[np.ndarray],
+               pre_hi: list[np.ndarray], nus: list[np.ndarray], e: np.ndarray | None = None, *,
+               rigorous: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Sound upper bounds (P,) of max c . f(x) + e . x over each problem's set (module doc) for
+    any multipliers nus (nu_0..nu_{K-1}, nu_K = c: (P, n_t) arrays), and the maximising box corner
+    of the input term (P, n). -inf where some bound pair crosses (the set is empty).
+
+    Rounding: every summand below is computed with at most 3 roundings from an exact expression
+    whose absolute value is accounted in `absum`; the products W^T nu (length n) differ from the
+    exact ones by at most 2 gamma(n + 2) |W|^T |nu|, times |a| <= max(u, 0) (|x| on the input).
+    `rigorous=False` skips the allowance (a cheap estimate for heuristics: not a bound)."""
+    K = len(blocks) - 1
+    P = nus[K].shape[0]
+    lo = np.broadcast_to(lo, (P, lo.shape[-1]))
+    hi = np.broadcast_to(hi, (P, hi.shape[-1]))
+    total = np.zeros(P)
+    absum = np.zeros(P)  # sum of |exact summands| bounds: sizes the per-summand rounding allowance
+    exact = np.zeros(P)  # allowances for the W^T nu products (already upper bounds of errors)
+    count = 0
+    empty = np.zeros(P, dtype=bool)
+    for j in range(K + 1):
+        nb = nus[j] * blocks[j].bias
+        total += nb.sum(axis=1)
+        absum += np.abs(nb).sum(axis=1)
+        count += nb.shape[1]
+    for t in range(K):
+        W = blocks[t + 1].weight
+        nu_up, nu = nus[t + 1], nus[t]
+        g = nu_up @ W
+        gerr = 2.0 * gamma(W.shape[0] + 2) * (np.abs(nu_up) @ np.abs(W)) + _TINY if rigorous else 0.0
+        l, u = pre_lo[t], pre_hi[t]
+        empty |= np.any(l > u, axis=1)
+        amax = np.maximum(u, 0.0)
+        zmax = np.maximum(np.abs(l), np.abs(u))
+        h = g - nu
+        act = l >= 0
+        inact = (u <= 0) & ~act
+        unst = ~act & ~inact
+        v_l_inact, v_u_inact = -nu * l, -nu * u
+        v_l_act, v_u_act = h * l, h * u
+        term = np.where(act, np.maximum(v_l_act, v_u_act),
+                        np.where(inact, np.maximum(v_l_inact, v_u_inact),
+                                 np.maximum(np.maximum(v_l_inact, 0.0), v_u_act)))
+        term = np.where(empty[:, None], 0.0, term)
+        total += term.sum(axis=1)
+        absum += (np.abs(term) + np.abs(g) * amax + np.abs(nu) * zmax).sum(axis=1)
+        exact += (gerr * amax).sum(axis=1)
+        count += term.shape[1]
+    W0 = blocks[0].weight
+    e = np.zeros_like(lo) if e is None else np.broadcast_to(e, lo.shape)
+    w = e + nus[0] @ W0
+    werr = 2.0 * gamma(W0.shape[0] + 3) * (np.abs(e) + np.abs(nus[0]) @ np.abs(W0)) + _TINY if rigorous else 0.0
+    xmax = np.maximum(np.abs(lo), np.abs(hi))
+    x_best = np.where(w > 0, hi, lo)
+    term = np.maximum(w * lo, w * hi)
+    total += term.sum(axis=1)
+    absum += (np.abs(term) + np.abs(w) * xmax).sum(axis=1)
+    exact += (werr * xmax).sum(axis=1)
+    count += term.shape[1]
+    # each summand: <= 3 roundings from its exact value (2 gamma(5) |.|); the float sums of
+    # `count` summands and of the allowances: 2 gamma(count + 2) times their absolute sums
+    allowance = 2.0 * gamma(5) * absum + 2.0 * gamma(count + 2) * (absum + exact) + exact
+    if not rigorous:
+        return np.where(empty, -np.inf, total), x_best
+    upper = total + allowance * (1.0 + 4.0 * gamma(count + 2)) + _TINY
+    upper = np.nextafter(upper, np.inf)
+    return np.where(empty, -np.inf, upper), x_best
+
+
+def optimise(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo, pre_hi, split, c: np.ndarray,
+             e: np.ndarray | None, alpha: list[np.ndarray] | None, beta: list[np.ndarray] | None,
+             iterations: int, lr_alpha: float = 0.1, lr_beta: float = 0.05, torch_weights=None,
+             warm_last: bool = False) -> tuple[list[np.ndarray], ...]:
+    """alpha (P, n_t) in [0, 1] and beta (P, n_t) >= 0 (0 off the split neurons) chosen by projected
+    Adam steps on the dual bound (float32 torch; a heuristic, not a bound). Start: the given ones,
+    else CROWN's adaptive slopes and beta = 0. Each problem's best pair seen is returned, with
+    `warm_last` also the last iterates (alpha, beta, last alpha, last beta: a warm start that
+    keeps the optimiser moving)."""
+    alpha = [crown_slopes(l, u) for l, u in zip(pre_lo, pre_hi)] if alpha is None else alpha
+    beta = [np.zeros_like(a) for a in alpha] if beta is None else beta
+    if iterations <= 0:
+        return (alpha, beta, alpha, beta) if warm_last else (alpha, beta)
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small products: threads only wait for each other (the machine is shared)
+    denormal = torch.set_flush_denormal(True)  # Adam's second moments underflow: slow subnormal arithmetic
+    try:
+        out = _adam(torch, blocks, lo, hi, pre_lo, pre_hi, split, c, e, alpha, beta, iterations, lr_alpha,
+                    lr_beta, torch_weights, warm_last)
+    finally:
+        torch.set_num_threads(threads)
+        if denormal:
+            torch.set_flush_denormal(False)
+    return tuple([a.numpy().astype(np.float64) for a in part] for part in out)
+
+
+def _adam(torch, blocks, lo, hi, pre_lo, pre_hi, split, c, e, alpha, beta, iterations, lr_alpha, lr_beta,
+          torch_weights, warm_last=False):
+    """Projected Adam steps on the dual bound (float32): alpha clipped to [0, 1], beta to >= 0 on
+    the split neurons (0 elsewhere); each problem's best multipliers seen (the start included)."""
+    K = len(blocks) - 1
+    f32 = torch.float32
+    Ws = torch_weights or [torch.tensor(b.weight, dtype=f32) for b in blocks]
+    bs = [torch.tensor(b.bias, dtype=f32) for b in blocks]
+    P = c.shape[0]
+    x_lo, x_hi = (torch.tensor(np.broadcast_to(a, (P, a.shape[-1])), dtype=f32) for a in (lo, hi))
+    L = [torch.tensor(a, dtype=f32) for a in pre_lo]
+    U = [torch.tensor(a, dtype=f32) for a in pre_hi]
+    S = [torch.tensor(s, dtype=f32) for s in split]
+    C = torch.tensor(c, dtype=f32)
+    E = None if e is None else torch.tensor(np.broadcast_to(e, (P, lo.shape[-1])), dtype=f32)
+    A = [torch.tensor(a, dtype=f32).requires_grad_(True) for a in alpha]
+    Bt = [torch.tensor(b, dtype=f32).requires_grad_(True) for b in beta]
+    params = A + Bt
+    rates = [lr_alpha] * len(A) + [lr_beta] * len(Bt)
+    m = [torch.zeros_like(p) for p in params]
+    v = [torch.zeros_like(p) for p in params]
+    unst = [(l < 0) & (u > 0) for l, u in zip(L, U)]
+    slope = [torch.where(q, u / torch.where(q, u - l, torch.ones_like(u)), (l >= 0).to(f32))
+             for q, l, u in zip(unst, L, U)]
+    act = [l >= 0 for l in L]
+    inact = [(u <= 0) & ~a for u, a in zip(U, act)]
+    free = [q.to(f32) for q in unst] + [(s != 0).to(f32) for s in S]
+    best_val = torch.full((P,), float("inf"))
+    best = [p.detach().clone() for p in params]
+    for k in range(iterations + 1):
+        nu = C
+        val = (C * bs[K]).sum(dim=1)
+        for t in range(K - 1, -1, -1):
+            g = nu @ Ws[t + 1]
+            pos = g.clamp(min=0.0)
+            nu_t = torch.where(unst[t], pos * slope[t] + (g - pos) * A[t], g * slope[t]) + Bt[t] * S[t]
+            h = g - nu_t
+            l, u = L[t], U[t]
+            term = torch.where(act[t], torch.maximum(h * l, h * u),
+                               torch.where(inact[t], torch.maximum(-nu_t * l, -nu_t * u),
+                                           torch.maximum((-nu_t * l).clamp(min=0.0), h * u)))
+            val = val + term.sum(dim=1) + (nu_t * bs[t]).sum(dim=1)
+            nu = nu_t
+        w = nu @ Ws[0] if E is None else E + nu @ Ws[0]
+        val = val + torch.maximum(w * x_lo, w * x_hi).sum(dim=1)
+        with torch.no_grad():  # keep each problem's best multipliers (the steps are not monotone)
+            better = val.detach() < best_val
+            best_val = torch.where(better, val.detach(), best_val)
+            best = [torch.where(better[:, None], p.detach(), b) for p, b in zip(params, best)]
+        if k == iterations:
+            break
+        grads = torch.autograd.grad(val.sum(), params)
+        with torch.no_grad():
+            for i, (p, gr) in enumerate(zip(params, grads)):
+                gr = gr * free[i]
+                m[i].mul_(0.9).add_(gr, alpha=0.1)
+                v[i].mul_(0.999).addcmul_(gr, gr, value=0.001)
+                step = rates[i] * (m[i] / (1 - 0.9 ** (k + 1))) / ((v[i] / (1 - 0.999 ** (k + 1))).sqrt() + 1e-8)
+                p.sub_(step)
+                p.clamp_(min=0.0)
+                if i < len(A):
+                    p.clamp_(max=1.0)
+                else:
+                    p.mul_(free[i])
+    if not warm_last:
+        return best[:len(A)], best[len(A):]
+    return best[:len(A)], best[len(A):], [a.detach() for a in A], [b.detach() for b in Bt]
+
+
+def crown_slopes(l: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """CROWN's adaptive lower slopes (1 where u > -l, else 0) of the unstable neurons."""
+    return np.where(u > -l, 1.0, 0.0)
+
+
+def beta_upper(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo: list[np.ndarray],
+               pre_hi: list[np.ndarray], split: list[np.ndarray], c: np.ndarray, e: np.ndarray | None = None, *,
+               alpha: list[np.ndarray] | None = None, beta: list[np.ndarray] | None = None,
+               iterations: int = 20, torch_weights=None) -> SplitBounds:
+    """Sound upper bounds of max c_p . f(x) + e_p . x over each problem's box and split phases
+    (module doc): alpha / beta optimised (`optimise`), the multipliers rebuilt from them in float64
+    and the dual bound evaluated soundly (`dual_upper`). Split neurons' bounds must be clamped."""
+    alpha, beta, warm_alpha, warm_beta = optimise(blocks, lo, hi, pre_lo, pre_hi, split, c, e, alpha, beta,
+                                                  iterations, torch_weights=torch_weights, warm_last=True)
+    nus = multipliers(blocks, c, pre_lo, pre_hi, split, alpha, beta)
+    upper, x_best = dual_upper(blocks, lo, hi, pre_lo, pre_hi, nus, e)
+    K = len(blocks) - 1
+    g = [nus[t + 1] @ blocks[t + 1].weight for t in range(K)]
+    return SplitBounds(upper, x_best, g, alpha, beta, warm_alpha, warm_beta)
+
+
+def clamp_splits(pre_lo: list[np.ndarray], pre_hi: list[np.ndarray], split: list[np.ndarray]
+                 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The bounds restricted to the split phases: l >= 0 where active, u <= 0 where inactive."""
+    return ([np.where(s > 0, np.maximum(l, 0.0), l) for l, s in zip(pre_lo, split)],
+            [np.where(s < 0, np.minimum(u, 0.0), u) for u, s in zip(pre_hi, split)])
+
+
+__all__ = ["SplitBounds", "beta_upper", "clamp_splits", "crown_slopes", "dual_upper", "multipliers", "optimise"]
