@@ -112,8 +112,7 @@ def _verify(model, spec, timeout, reference, seed, bounder, attack_seconds, max_
                                               upper=None, box=box, nodes=0, seconds=time.perf_counter() - t0,
                                               notes=notes, details=details, **common), net)
 
-    free = max(int(np.count_nonzero(r.hi > r.lo)) for r in regions)
-    if bounder is None and free > max_split_dims:  # too many inputs to split: split ReLUs (beta-CROWN)
+    if bounder is None and not splits:  # too many inputs to split: split ReLUs (beta-CROWN)
         search: InputSplitSearch | ReluSplitSearch = ReluSplitSearch(falsifier, net, bound_grace=BOUND_GRACE)
         bounder_name = "beta-crown-relu-split"
     else:
