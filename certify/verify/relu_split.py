@@ -43,7 +43,7 @@ from .attack import Falsifier
 from .counterexample import Counterexample
 from .node_bounds import clause_bounds, stacked_rows
 from .relu_lp import clause_lp_bound
-from .search import InputSplitSearch, SearchOutcome
+from .search import SearchOutcome, run_search
 
 # gradient steps on alpha / beta at the root and at every other node (warm-started from the parent)
 ROOT_ITERATIONS = 60
@@ -86,7 +86,7 @@ class ReluSplitSearch:
         self.root_iterations, self.iterations = root_iterations, iterations
         self.strong_all_rows = strong_all_rows
         self.rebound_last = rebound_last
-        # search state (the driver, `InputSplitSearch.run`, reads nodes, max_depth, stuck, cex)
+        # search state (the driver, `search.run_search`, reads nodes, max_depth, stuck, cex)
         self.nodes = self.max_depth = self.rounds = 0
         self.stuck: list[_Node] = []
         self.cex: Counterexample | None = None
@@ -366,9 +366,9 @@ class ReluSplitSearch:
 
     # ---------------------------------------------------------------- driver
     def run(self, deadline: float) -> SearchOutcome:
-        """The input-splitting search's driver (`InputSplitSearch.run`: the engine with this
-        problem, its budgets, statuses and sound upper bound), with this search's notes."""
-        out = InputSplitSearch.run(self, deadline)  # type: ignore[arg-type]
+        """The verification search's driver (`search.run_search`: the engine with this problem,
+        its budgets, statuses and sound upper bound), with this search's notes."""
+        out = run_search(self, deadline)
         out.notes = [f"ReLU splitting (beta-CROWN node bounds): {self.nodes} node(s), depth {self.max_depth}"]
         if self.stuck:
             out.notes.append(f"{len(self.stuck)} node(s) with every ReLU phase fixed could not be closed by the LP")

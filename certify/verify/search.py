@@ -209,24 +209,11 @@ class InputSplitSearch:
 
     # ---------------------------------------------------------------- driver
     def run(self, deadline: float) -> SearchOutcome:
-        self.deadline = deadline
-        res = branch_and_bound(self, deadline=earliest(deadline, command_deadline()), batch=self.batch_size,
-                               stop_at=0.0, frontier=self.frontier, interrupt=stop_requested)
-        if self.cex is not None:
-            status = SAT
-        elif res.stop == "closed":
-            status = EXHAUSTED if self.stuck else UNSAT
-        else:
-            status = TIMEOUT
-        # every leaf is closed, open or stuck, and the engine's upper bound covers them all: it
-        # bounds the spec's margin (not reported with sat, where nodes were left unbounded)
-        upper = float(res.upper) if status != SAT and np.isfinite(res.upper) else None
-        notes = []
+        out = run_search(self, deadline)
         if self.stuck:
-            notes.append(f"{len(self.stuck)} node(s) could not be closed and cannot be split further "
-                         "(too small, or too many input dimensions for input splitting)")
-        return SearchOutcome(status, self.cex, self.nodes, upper, res.open_nodes + len(self.stuck), self.max_depth,
-                             notes)
+            out.notes.append(f"{len(self.stuck)} node(s) could not be closed and cannot be split further "
+                             "(too small, or too many input dimensions for input splitting)")
+        return out
 
     def _pgd_in(self, node: _Node, deadline: float) -> Counterexample | None:
         """A short PGD run inside a node (its open clauses), then an LP over the activation region
@@ -243,4 +230,26 @@ class InputSplitSearch:
         return None
 
 
-__all__ = ["EXHAUSTED", "InputSplitSearch", "SAT", "SearchOutcome", "TIMEOUT", "UNSAT"]
+def run_search(problem: Any, deadline: float) -> SearchOutcome:
+    """The driver of a verification search (input splitting or ReLU splitting): `problem` is a
+    `solvers.bab` problem with `batch_size`, `frontier` and the state the engine's hooks fill in
+    (`cex`: a replayed counterexample, `stuck`: nodes neither closed nor splittable, `nodes`,
+    `max_depth`). Runs the engine until a counterexample, closure or the deadline; the statuses
+    and the sound upper bound of the spec's margin."""
+    problem.deadline = deadline
+    res = branch_and_bound(problem, deadline=earliest(deadline, command_deadline()), batch=problem.batch_size,
+                           stop_at=0.0, frontier=problem.frontier, interrupt=stop_requested)
+    if problem.cex is not None:
+        status = SAT
+    elif res.stop == "closed":
+        status = EXHAUSTED if problem.stuck else UNSAT
+    else:
+        status = TIMEOUT
+    # every leaf is closed, open or stuck, and the engine's upper bound covers them all: it
+    # bounds the spec's margin (not reported with sat, where nodes were left unbounded)
+    upper = float(res.upper) if status != SAT and np.isfinite(res.upper) else None
+    return SearchOutcome(status, problem.cex, problem.nodes, upper, res.open_nodes + len(problem.stuck),
+                         problem.max_depth)
+
+
+__all__ = ["EXHAUSTED", "InputSplitSearch", "SAT", "SearchOutcome", "TIMEOUT", "UNSAT", "run_search"]
