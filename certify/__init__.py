@@ -6,7 +6,13 @@ certificate functions of the sub-packages.
 
 from __future__ import annotations
 
-from typing import Any
+import sys as _sys
+
+from . import _startup
+
+_startup.take_over_early(_sys.orig_argv)  # the CLI's Ctrl-C from the first line it runs (certify/_startup.py)
+
+from typing import Any  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -127,6 +127,39 @@ def test_ctrl_c_during_start_up_is_one_line_and_130():
     check_contract(run, "lipschitz")
 
 
+@pytest.mark.parametrize("launcher", [["-m", "certify.cli"], [str(_SCRIPT)]])
+def test_ctrl_c_before_the_cli_handler_is_one_line_and_130(launcher):
+    """A Ctrl-C in the first ~0.1 s (imports of certify and certify.cli, before `_main` installs the
+    CLI's handler) printed a KeyboardInterrupt traceback, or was lost in an import lock's callback and
+    the command ran to its end. The interpreter's command line is set to the CLI's, then certify is
+    imported and SIGINT sent at once: the same line and exit code as any other interrupted start-up."""
+    probe = ("import os, signal, sys, time\n"
+             f"sys.orig_argv[:] = [sys.executable] + {launcher!r} + ['lipschitz', 'm.onnx', '--json']\n"
+             "import certify\n"
+             "os.kill(os.getpid(), signal.SIGINT)\n"
+             "time.sleep(30)\n"
+             "print('not stopped')\n")
+    t = time.monotonic()
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert (p.returncode, p.stdout, p.stderr) == (130, "", "certify lipschitz: interrupted (no result)\n")
+    assert time.monotonic() - t < 20
+
+
+def test_importing_certify_leaves_ctrl_c_alone():
+    """Only the CLI process takes SIGINT early: a library import keeps Python's handler."""
+    import certify._startup as S
+
+    probe = "import signal, certify; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert p.stdout.strip() == "True", p.stderr
+    assert S.cli_arguments(["python", "-m", "certify.cli", "radius", "x"]) == ["radius", "x"]
+    assert S.cli_arguments(["python", "-mcertify.cli", "inspect"]) == ["inspect"]
+    assert S.cli_arguments(["/venv/bin/python", "/venv/bin/certify", "ptr"]) == ["ptr"]
+    for other in (["python", "-m", "pytest", "tests"], ["python", "-c", "import certify"], ["python", "run.py"],
+                  ["python", "-m", "certify.demo"], ["python"]):
+        assert S.cli_arguments(other) is None, other
+
+
 def test_ctrl_c_during_lp_bound_tightening_prints_the_sound_interval():
     """ACAS Xu 3_3 over a wide box: LP tightening (HiGHS) ignored Ctrl-C for minutes."""
     run = interrupt(["lipschitz", ACAS33, "--center", "0,0,0,0,0", "--radius", "0.5", "--method", "milp",

@@ -31,6 +31,7 @@ import time
 import traceback
 from typing import Iterator, Sequence
 
+from .. import _startup
 from solvers import runtime  # (stdlib only: Ctrl-C is taken over before numpy and the models load)
 
 COMMAND_MODULES: tuple[str, ...] = (
@@ -92,6 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: list[str], start: float) -> int:
     _RUN["limited"] = False
     with runtime.interruptible():  # from here on a Ctrl-C only sets the stop flag
+        _startup.cli_started()  # (the early handler of certify/_startup.py is no longer in charge)
         try:
             from ..errors import BadInput
 
