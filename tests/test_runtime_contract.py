@@ -249,6 +249,58 @@ def test_command_deadline_bounds_every_budget():
     assert not R.Budget(None).expired() and R.Budget(None).deadline is None and not R.past()
 
 
+def test_bounds_without_a_deadline_of_their_own_obey_the_command_deadline():
+    """Local Lipschitz bounds pass no deadline to the bound engine: the symbolic back-substitution of
+    a CIFAR-style conv net ran 12 minutes past `--time-limit 60`. Past the command deadline the
+    symbolic step is cut (interval bounds, sound: checked on sampled pre-activations), as it is past
+    a deadline of the options' own."""
+    from solvers import runtime as R
+    from solvers.bounds import network_bounds
+
+    net = random_relu_net([6, 40, 40, 3], seed=2)
+    lo, hi = np.full(6, -0.5), np.full(6, 0.5)
+    interval = network_bounds(net, lo, hi, "interval")
+    symbolic = network_bounds(net, lo, hi, "symbolic")
+    assert np.sum(symbolic.pre_hi[1] - symbolic.pre_lo[1]) < np.sum(interval.pre_hi[1] - interval.pre_lo[1])
+    try:
+        R.set_command_deadline(time.perf_counter() - 1.0)
+        cut = network_bounds(net, lo, hi, "symbolic")
+    finally:
+        R.set_command_deadline(None)
+    for a, b in zip(cut.pre_lo + cut.pre_hi, interval.pre_lo + interval.pre_hi):
+        np.testing.assert_array_equal(a, b)
+    ys = net.forward(np.random.default_rng(0).uniform(lo, hi, (500, 6)))
+    assert np.all(cut.out_lo <= ys) and np.all(ys <= cut.out_hi)
+
+
+def test_witness_sampling_stops_at_the_command_deadline():
+    """`sample_lower` kept evaluating points past the deadline until one was differentiable (each a
+    pass over a 7 GB net): past the deadline it evaluates none (lower bound 0, no witness)."""
+    import certify.lipschitz.replay as replay
+    from solvers import runtime as R
+
+    net = random_relu_net([4, 8, 2], seed=0)
+    calls = []
+    real = replay.differentiable_point
+
+    def counted(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    lo, hi = np.full(4, -1.0), np.full(4, 1.0)
+    try:
+        replay.differentiable_point = counted
+        R.set_command_deadline(time.perf_counter() - 1.0)
+        assert replay.sample_lower(net, lo, hi, "linf", "l1", None) == (0.0, None)
+        assert calls == []
+        R.set_command_deadline(None)
+        best, pt = replay.sample_lower(net, lo, hi, "linf", "l1", None)
+        assert pt is not None and len(calls) == 33  # without a deadline: the centre and 32 samples
+    finally:
+        replay.differentiable_point = real
+        R.set_command_deadline(None)
+
+
 def test_nested_interruptible_keeps_a_stop_request():
     """A Ctrl-C during model loading (the CLI's scope) is not cleared by the command's own scope."""
     from solvers import runtime as R

@@ -17,6 +17,7 @@ import numpy as np
 
 from models.ir import Network
 from solvers.rounding import gamma, round_down
+from solvers.bounds.blocked import abs_matmul
 from solvers.bounds.types import relu_blocks
 from solvers.norms import dual, operator_norm, vector_norm
 
@@ -48,7 +49,8 @@ def differentiable_point(net: Network, x: np.ndarray, blocks: list | None = None
     chain = 0
     for j, blk in enumerate(blocks[:-1]):
         z = blk.weight @ h + blk.bias
-        mag = np.abs(blk.weight) @ mag + np.abs(blk.bias)
+        # (in blocks of rows when |W| of the layer does not fit: 4.3 GB for a CIFAR-style conv layer)
+        mag = abs_matmul(blk.weight, mag, "the rounding bound of a sampled point") + np.abs(blk.bias)
         chain += blk.in_dim + 1
         # |computed z - exact z| <= gamma(chain) * 2^j * mag (each ReLU layer may double the bound);
         # mag == 0 with a zero Jacobian row: z is exactly 0 on a neighbourhood (upstream signs are
@@ -77,14 +79,15 @@ def _flat_rows(blocks, pattern, j: int, mag: np.ndarray) -> np.ndarray:
 def _jacobian(blocks, pattern) -> tuple[np.ndarray, np.ndarray]:
     """W_k D_{k-1} ... D_0 W_0 and the same product of |W|, from the cheaper side."""
     ws = [b.weight for b in blocks]
+    what = "the Jacobian at a sampled point"  # |W| by row blocks when it does not fit (abs_matmul)
     if ws[-1].shape[0] <= ws[0].shape[1]:  # few outputs: multiply from the output side
         J, Jabs = ws[-1], np.abs(ws[-1])
         for w, s in zip(reversed(ws[:-1]), reversed(pattern)):
-            J, Jabs = (J * s[None, :]) @ w, (Jabs * s[None, :]) @ np.abs(w)
+            J, Jabs = (J * s[None, :]) @ w, abs_matmul(w.T, (Jabs * s[None, :]).T, what).T
         return J, Jabs
     J, Jabs = ws[0], np.abs(ws[0])
     for w, s in zip(ws[1:], pattern):
-        J, Jabs = w @ (s[:, None] * J), np.abs(w) @ (s[:, None] * Jabs)
+        J, Jabs = w @ (s[:, None] * J), abs_matmul(w, s[:, None] * Jabs, what)
     return J, Jabs
 
 
@@ -227,7 +230,7 @@ def sample_lower(
     blocks = relu_blocks(net) if blocks is None else blocks
     best, best_pt = 0.0, None
     for x in points:
-        if best_pt is not None and past(deadline):  # (Ctrl-C and the command deadline too)
+        if past(deadline):  # (Ctrl-C and the command deadline too; no point found yet: lower bound 0)
             break
         pt = differentiable_point(net, x, blocks)
         if pt is None:

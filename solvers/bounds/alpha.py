@@ -16,6 +16,8 @@ import time
 
 import numpy as np
 
+from ..runtime import stop_requested
+
 ITERATIONS = 10
 STEP = 0.25
 WORK = 4e9  # estimated multiply-adds of one optimisation (about half a second); wider calls keep fixed slopes
@@ -66,7 +68,7 @@ def optimized_lower_slopes(live, j: int, coeff: np.ndarray, lo: np.ndarray, hi: 
     v = [np.zeros_like(a) for a in alpha]
     x_hi, x_lo = hi.astype(np.float32)[:, None, :], lo.astype(np.float32)[:, None, :]
     for k in range(1, iterations + 1):
-        if deadline is not None and k > 1 and time.perf_counter() >= deadline:
+        if k > 1 and (stop_requested() or (deadline is not None and time.perf_counter() >= deadline)):
             break  # (any slopes are sound: the ones reached so far)
         lams = []  # the row entering each ReLU layer t (j - 1 down to 0)
         lam = lam0

@@ -16,6 +16,7 @@ back-substitution (`symbolic.LiveLayers`: their coefficients are exact zeros).
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Literal
 
 import numpy as np
@@ -25,7 +26,7 @@ from models.ir import Affine, Network
 from models.memory import fits
 
 from ..choices import BOUND_METHODS
-from ..runtime import earliest, stop_requested
+from ..runtime import command_deadline, earliest, stop_requested
 from .interval import affine_interval, magnitudes
 from .lp import lp_tighten_layer
 from .options import BoundOptions
@@ -41,8 +42,16 @@ CHUNK_WORK = 5e8
 
 
 def _cut(options: BoundOptions) -> bool:
-    """Has the bound computation's deadline passed (or Ctrl-C)? Only with a deadline."""
-    return options.deadline is not None and (time.perf_counter() >= options.deadline or stop_requested())
+    """Has the bound computation's deadline passed (or Ctrl-C)?"""
+    return stop_requested() or (options.deadline is not None and time.perf_counter() >= options.deadline)
+
+
+def _with_command_deadline(options: BoundOptions) -> BoundOptions:
+    """Options without a deadline of their own get the command's (`--time-limit`): a caller that
+    passed none (local Lipschitz bounds) ran one CIFAR-style layer's back-substitution 12 minutes
+    past a 60 s limit. A deadline already set is kept (verify leaves a grace after the command's)."""
+    end = command_deadline()
+    return replace(options, deadline=end) if options.deadline is None and end is not None else options
 
 
 def network_bounds(
@@ -99,6 +108,7 @@ def bound_boxes(
     With `sens` (a list), appends per ReLU layer the sensitivity of each neuron to each input,
     |a_up| + |a_lo| of its linear bounds (B, n_j, n), for split hints (`rows` "all" or "unstable").
     """
+    options = _with_command_deadline(options)
     B = lo.shape[0]
     K = len(blocks) - 1
     steps = {name: StepStats(name) for name in METHODS[: METHODS.index(options.method) + 1]}
