@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from fractions import Fraction
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -66,13 +67,44 @@ def _region_lp(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi: np.n
     return RegionLp(A, b, n, empty)
 
 
-def _solve(lp: RegionLp):
-    from scipy.optimize import linprog
+@dataclass
+class _Solution:
+    """The fields of scipy's `linprog` result that the callers read (status 0: optimal; the
+    marginals of the rows are HiGHS's row duals, as scipy reports them)."""
 
-    cost = np.zeros(lp.n + 1)
+    status: int
+    x: np.ndarray | None
+    ineqlin: SimpleNamespace
+
+
+def _solve(lp: RegionLp) -> _Solution:
+    """max t over the region LP, with HiGHS called directly (importing scipy.optimize for its
+    `linprog` costs about half a second of a small question's start-up)."""
+    import highspy as hp
+
+    from .lp.highs import new_highs
+
+    m, k = lp.A_ub.shape
+    h = new_highs()
+    inf = hp.kHighsInf
+    cost = np.zeros(k)
     cost[-1] = -1.0
     # the box is in the rows (so that dual certificates see it); t < 0 when the region is empty
-    return linprog(cost, A_ub=lp.A_ub, b_ub=lp.b_ub, bounds=[(None, None)] * lp.n + [(None, 0.5)], method="highs")
+    col_hi = np.full(k, inf)
+    col_hi[-1] = 0.5
+    h.addVars(k, np.full(k, -inf), col_hi)
+    h.changeColsCost(k, np.arange(k, dtype=np.int32), cost)
+    A = np.asarray(lp.A_ub, dtype=np.float64)
+    rows, cols = np.nonzero(A)
+    starts = np.searchsorted(rows, np.arange(m)).astype(np.int32)
+    h.addRows(m, np.full(m, -inf), np.asarray(lp.b_ub, dtype=np.float64), rows.size, starts, cols.astype(np.int32),
+              A[rows, cols])
+    h.run()
+    if h.getModelStatus() != hp.HighsModelStatus.kOptimal:
+        return _Solution(2, None, SimpleNamespace(marginals=None))
+    sol = h.getSolution()
+    return _Solution(0, np.asarray(sol.col_value, dtype=np.float64),
+                     SimpleNamespace(marginals=np.asarray(sol.row_dual, dtype=np.float64)))
 
 
 def interior_point(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi: np.ndarray) -> np.ndarray | None:

@@ -36,6 +36,7 @@ class Outcome:
     backend_used: str | None = None
     note: str = ""
     seconds: float | None = None  # the measured time when the case times itself (e.g. without loading)
+    proof_share: float | None = None  # share of the run spent proving a MILP solver's bound
 
 
 @dataclass

@@ -32,7 +32,7 @@ from .machine import backend_status, solver_versions
 #: the columns of `runs.csv`, in order (documented in docs/bench.md)
 COLUMNS = ("suite", "instance", "family", "question", "backend", "method", "variant", "repeat", "seed", "inputs",
            "outputs", "hidden_layers", "relus", "unstable", "binaries", "lower", "upper", "bound", "status", "solved",
-           "seconds", "nodes", "time_limit", "solver_version", "reference_value", "reference_seconds",
+           "seconds", "proof_share", "nodes", "time_limit", "solver_version", "reference_value", "reference_seconds",
            "reference_source", "note")
 SKIPPED, ERROR = "skipped", "error"
 JOURNAL = "runs.jsonl"
@@ -107,7 +107,7 @@ def run_one(index: int, p: Planned, *, time_limit: float, seed: int) -> dict:
         raise KeyboardInterrupt
     row["seconds"] = out.seconds if out.seconds is not None else time.perf_counter() - t0
     row.update(status=out.status, solved=bool(out.solved), lower=_num(out.lower), upper=_num(out.upper),
-               bound=_num(out.bound), nodes=out.nodes, unstable=out.unstable, binaries=out.binaries, note=out.note)
+               bound=_num(out.bound), proof_share=_num(out.proof_share), nodes=out.nodes, unstable=out.unstable, binaries=out.binaries, note=out.note)
     if out.backend_used and out.backend_used != c.backend:
         row["note"] = (row["note"] + "; " if row["note"] else "") + f"ran on {out.backend_used}"
     return row

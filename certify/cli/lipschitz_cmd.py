@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--l2-method", default="auto", choices=O.L2_METHODS,
                    help="l2 norms: exact Gurobi MIQP when possible (auto), only MIQP, or the norm-interpolation bound")
     p.add_argument("--method", default="auto", choices=O.METHODS,
-                   help=f"auto (MILP up to {O.AUTO_MILP_UNSTABLE} unstable ReLUs, else bab), milp, bab (Jacobian branch-and-bound), bounds (fast bound only)")
+                   help=f"auto (bab up to {O.AUTO_BAB_INPUTS} free inputs, else MILP up to {O.AUTO_MILP_UNSTABLE} unstable ReLUs, else bab), milp, bab (Jacobian branch-and-bound), bounds (fast bound only)")
     p.add_argument("--threads", type=int, default=O.DEFAULT_THREADS, metavar="K",
                    help=f"solver threads (default {O.DEFAULT_THREADS})")
     add_progress_flags(p)

@@ -41,9 +41,10 @@ from solvers.runtime import Abandoned, Budget, ProgressCallback, interruptible, 
 from ..certificate import issues
 from .certificate import LipschitzCertificate
 from .live import LiveProgress
+from .node_bound import clarke_node_bound
 from .anytime import bab_certificate, fast_upper
 from .bab import INPUT_SPLIT_DIM
-from .options import AUTO_MILP_UNSTABLE, DEFAULT_MIP_GAP, LocalOptions, NormQuestion
+from .options import AUTO_BAB_INPUTS, AUTO_MILP_UNSTABLE, DEFAULT_MIP_GAP, LocalOptions, NormQuestion
 from .witness import WitnessSearch, closed, walk_regions
 
 
@@ -92,7 +93,7 @@ def local_lipschitz(
     with interruptible(), single_threaded_blas():  # small products: BLAS threads only wait for each other
         # a branch-and-bound over input splits re-bounds every sub-box: a long LP pass on the whole
         # box pays less there
-        splits = opts.method == "bab" and int(np.sum(box.free)) <= INPUT_SPLIT_DIM
+        splits = (opts.method == "bab" and int(np.sum(box.free)) <= INPUT_SPLIT_DIM) or _auto_bab(opts, box, question)
         nb = network_bounds(net, np.array(box.lo), np.array(box.hi), opts.bounds,  # type: ignore[arg-type]
                             lp_deadline=budget.stage(0.05 if splits else 0.25))
         search = WitnessSearch(net, box, question, budget)
@@ -101,7 +102,7 @@ def local_lipschitz(
         walk_regions(search, budget.stage(0.1))
         live = LiveProgress(progress, search, budget)
         live.proven(fast[0])
-        method = _method(opts, nb)
+        method = _method(opts, nb, box, question)
         if method != "milp":
             return bab_certificate(net, box, question, opts, nb, search, budget, fast, live, method)
         try:
@@ -155,12 +156,24 @@ def _refuse_early(net: Network, box: Box, question: NormQuestion, opts: LocalOpt
     refuse_early(name, net.input_dim + directions + 2 * unstable + switches, 3 * unstable + 4 * switches, quadratic=miqp)
 
 
-def _method(opts: LocalOptions, nb) -> str:
+def _method(opts: LocalOptions, nb, box: Box, question: NormQuestion) -> str:
+    """auto: the Jacobian branch-and-bound when it splits inputs (few free inputs: its sub-box
+    bounds close the tree faster than the MILP and its proof, see `options.AUTO_MILP_UNSTABLE`;
+    l1 and linf norms: l2 keeps its exact MIQP), else the MILP up to AUTO_MILP_UNSTABLE unstable
+    ReLUs."""
     if opts.method != "auto":
         return opts.method
     if opts.backend != "auto":  # a MILP back-end asked for by name: the MILP it is
         return "milp"
+    if _auto_bab(opts, box, question):
+        return "bab"
     return "milp" if nb.num_unstable <= AUTO_MILP_UNSTABLE else "bab"
+
+
+def _auto_bab(opts: LocalOptions, box: Box, question: NormQuestion) -> bool:
+    """Does auto pick the branch-and-bound whatever the bounds (few free inputs, l1/linf)?"""
+    return (opts.method == "auto" and opts.backend == "auto" and not question.uses_l2
+            and int(np.sum(box.free)) <= AUTO_BAB_INPUTS)
 
 
 # ----------------------------------------------------------------------------- planning
@@ -258,10 +271,16 @@ def _solve_pair(pair, holder: list[LipschitzMilp], nb, search: WitnessSearch, op
                         check_point=search.check_point(nb, milp), refine=search.refine(holder, pair, opts.mip_gap),
                         fallback=fallback, on_progress=live.hook(holder, n == 1),
                         node_bound=lambda lo, hi: holder[0].phase_bound(lo, hi),
+                        phase_bound=clarke_node_bound(search.net, search.box, nb, milp, pair, search.question.target),
+                        replay=lambda x: search.replay(holder[0], pair, x),
                         units=lambda v: holder[0].to_lipschitz(v))
-    for res in sound.results:
-        if res.x is not None and not budget.expired():
-            search.replay(holder[0], pair, res.x)
+    if sound.incumbent is not None and sound.incumbent_value is not None:
+        # every incumbent was replayed before the proof; one that fell short of its objective says why
+        claimed = holder[0].to_lipschitz(sound.incumbent_value, upward=False)
+        got = search.replay(holder[0], pair, sound.incumbent)
+        if not closed(got, claimed, opts.mip_gap) and got < claimed:
+            sound.notes.append(f"{sound.backend}'s incumbent {claimed:.9g} did not replay: "
+                               + search.why_short(holder[0], sound.incumbent, got))
     upper = holder[0].to_lipschitz(sound.bound)
     live.proven(upper if n == 1 else None)
     return _Solved(pair, holder[0], sound, upper)

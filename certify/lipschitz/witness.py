@@ -37,6 +37,7 @@ class WitnessSearch:
         self.lower = 0.0
         self.point: DifferentiablePoint | None = None
         self.direction: np.ndarray | None = None
+        self._replayed: dict = {}  # (model, pair, solution) -> value: the policy replays before the proof and refines
         self.cuts = 0
 
     def sample(self, samples: int = 32) -> None:
@@ -51,6 +52,9 @@ class WitnessSearch:
     def replay(self, milp: LipschitzMilp, pair: tuple[str, str | None], v: np.ndarray) -> float:
         """Replay a solver solution; returns the best value for `pair` (which may be a norm pair
         of an l2 interpolation, not the question's own) and updates the question's lower bound."""
+        key = (id(milp.model), pair, np.asarray(v, dtype=np.float64).tobytes())
+        if key in self._replayed:
+            return self._replayed[key]
         q = self.question
         own = pair == (q.p, q.q)
         hint = milp.direction(v) if own else None
@@ -61,7 +65,17 @@ class WitnessSearch:
             if val > self.lower or self.point is None:
                 self.lower, self.point, self.direction = val, pt, hint
             best = max(best, val if own else self.value(pt, pair))
+        self._replayed[key] = best
         return best
+
+    def why_short(self, milp: LipschitzMilp, v: np.ndarray, replayed: float) -> str:
+        """Why a solver solution replayed below its objective: a tie pattern, or the solver's value."""
+        lo, hi = np.array(self.box.lo), np.array(self.box.hi)
+        if interior_point(self.net, milp.pattern(v), lo, hi) is None:
+            return ("its activation pattern has no interior point in the box (a tie of ReLU phases that the MILP "
+                    f"relaxes); points near it replay to {replayed:.9g}")
+        return (f"the exact Jacobian inside its activation pattern's region gives {replayed:.9g}: the solver's "
+                "objective value rests on its tolerances")
 
     def _points(self, milp: LipschitzMilp, v: np.ndarray) -> list[DifferentiablePoint]:
         """Certified-differentiable points replaying the solution's activation pattern: the

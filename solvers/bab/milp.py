@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -42,6 +42,7 @@ class _Node:
     branched: tuple[int, int] | None = None      # (variable, direction 0 down / 1 up)
     frac: float = 0.5
     basis: object = None                         # the parent's simplex basis (warm start)
+    phase: float | None = None                   # the problem's `phase_bound` of the node, when known
 
 
 @dataclass
@@ -59,9 +60,12 @@ class ProofResult:
 
 
 class _MilpProof:
-    def __init__(self, model: MilpModel, deadline: float | None, node_bound=None) -> None:
+    def __init__(self, model: MilpModel, deadline: float | None, node_bound=None, phase_bound=None,
+                 target: float = -math.inf) -> None:
         self.model = model
         self.node_bound = node_bound
+        self.phase_bound = phase_bound
+        self.target = target  # in the engine's (maximising) sense
         self.sign = 1.0 if model.sense == "max" else -1.0
         self.c = self.sign * model.obj
         self.const = self.sign * model.obj_offset
@@ -115,8 +119,26 @@ class _MilpProof:
         const = self.const - float(np.sum(icpt))
         return c, const, slack
 
+    def _phase_bounds(self, nodes: list[_Node]) -> list[_Node]:
+        """The nodes with their `phase_bound`s, computed in one vectorised call."""
+        lo = np.repeat(self.root_lo[None, :], len(nodes), axis=0)
+        hi = np.repeat(self.root_hi[None, :], len(nodes), axis=0)
+        for k, node in enumerate(nodes):
+            for v, a, b in node.bounds:
+                lo[k, v], hi[k, v] = a, b
+        values = self.sign * np.asarray(self.phase_bound(lo, hi), dtype=np.float64)
+        return [replace(node, phase=float(v)) for node, v in zip(nodes, values)]
+
     def bound(self, node: _Node) -> NodeBound:
+        if self.phase_bound is not None and node.phase is None:
+            node = self._phase_bounds([node])[0]
         lo, hi = self._apply(node)
+        cheap = math.inf
+        if node.phase is not None:
+            # the problem's own bound of the node first: at or below the target, no LP is needed
+            cheap = node.phase
+            if cheap <= self.target:
+                return NodeBound(cheap, leaf=True)
         if self.deadline is not None:
             self.lp.set_time_limit(max(self.deadline - time.perf_counter(), 1e-3))
         c, const, slack = self._objective(lo, hi)
@@ -129,7 +151,7 @@ class _MilpProof:
             out = self.lp.maximize(c)
             if out.x is None:  # the cuts made the node infeasible (or the LP failed): nothing left to cut
                 break
-        upper = self._finish(out.bound, const, slack)
+        upper = min(self._finish(out.bound, const, slack), cheap)
         if node.branched is not None and math.isfinite(node.parent_bound) and math.isfinite(upper):
             v, d = node.branched
             self.pc_sum[d, v] += max(node.parent_bound - upper, 0.0) / max(node.frac, 1e-6)
@@ -166,8 +188,11 @@ class _MilpProof:
             v, split, frac = self._choose(free, x, lo, hi)
             for d, (clo, chi) in enumerate(((lo[v], split), (split + 1.0, hi[v]))):
                 bounds = _replace(node.bounds, v, clo, chi)
-                children.append((_Node(bounds, nb.upper, (v, d), frac if d == 0 else 1 - frac, basis), None))
-            return children
+                children.append(_Node(bounds, nb.upper, (v, d), frac if d == 0 else 1 - frac, basis))
+            if self.phase_bound is None:
+                return [(child, None) for child in children]
+            # both children's phase bounds in one call; one at or below the prune level is closed unbounded
+            return [(child, child.phase) for child in self._phase_bounds(children)]
         # every integer is fixed: split the quadratic variable with the widest secant gap (or the
         # widest variable of a quadratic constraint, whose cuts then tighten)
         spatial = [(self.q_vars, self.q_diag)] if self.q_vars is not None else []
@@ -239,21 +264,32 @@ def prove_bound(
     deadline: float | None = None,
     progress=None,
     node_bound=None,
+    phase_bound=None,
 ) -> ProofResult:
     """Prove (or correct) a bound on `model`'s optimum: for "max" an upper bound, for "min" a lower
     bound, in the model's own objective units. `target` is the claimed bound (e.g. a MILP solver's
     widened dual bound): nodes at or beyond it are closed. Without a target the search runs to its
     own optimum (or the deadline). `node_bound(col_lo, col_hi)`, when given, returns a sound bound
     on the objective (in the model's sense) over the solutions within those column bounds; it
-    tightens the nodes of models with quadratic parts and closes their leaves."""
+    tightens the nodes of models with quadratic parts and closes their leaves.
+
+    `phase_bound(col_lo, col_hi)`, when given, returns for a batch of nodes ((B, num_vars) column
+    bounds) sound bounds (B values, in the model's sense) on the quantity the model stands for
+    (e.g. a Lipschitz constant in the objective's units) over each node, computed before the LPs
+    (both children of a branching in one call; a batch of best nodes would branch on stale
+    pseudo-costs: 4.8x the nodes on LipMIP's 10-10-10-10-10-2 net). A node bounded at or below the
+    target is closed without an LP, the others keep the smaller of both bounds (the LP decides the
+    fully fixed ones: the problem's bound may not see that their region is empty). The proven
+    bound then holds for that quantity (which the model's optimum may exceed, e.g. at ties of
+    ReLU phases)."""
     t0 = time.perf_counter()
     if deadline is not None and time.perf_counter() >= deadline:
         # no time for even the root LP: callers fall back to a bound they already hold
         sign = 1.0 if model.sense == "max" else -1.0
         return ProofResult(sign * math.inf, False, 0, 0.0, "time_limit")
-    problem = _MilpProof(model, deadline, node_bound)
-    sign = problem.sign
+    sign = 1.0 if model.sense == "max" else -1.0
     tgt = -math.inf if target is None else sign * float(target)
+    problem = _MilpProof(model, deadline, node_bound, phase_bound, tgt)
 
     def report(ev: BabProgress) -> None:
         if progress is not None:

@@ -79,12 +79,15 @@ def sound_solve(
     fallback: float | None = None,
     on_progress: Callable[[str, float | None, float | None, int], None] | None = None,
     node_bound: Callable[[np.ndarray, np.ndarray], float] | None = None,
+    phase_bound: Callable[[np.ndarray, np.ndarray], float] | None = None,
+    replay: Callable[[np.ndarray], object] | None = None,
     units: Callable[[float], float] | None = None,
 ) -> SoundSolve:
     """Solve `model` and prove the bound (see module doc). `fallback` is a bound already known to
     be sound (e.g. interval arithmetic); the result is never worse than it. `on_progress(stage,
     value, bound, nodes)` receives the solver's and then the proof's progress in objective units;
-    `node_bound` is passed to the proof (`prove_bound`); `units` turns an objective value into the
+    `node_bound` and `phase_bound` are passed to the proof (`prove_bound`); `replay(x)` receives
+    every usable incumbent as soon as the solver returns it (before the proof); `units` turns an objective value into the
     quantity the user asked for (a Lipschitz constant, a radius: the objective may be scaled or
     squared), for the numbers notes quote."""
     sign = 1.0 if model.sense == "max" else -1.0
@@ -115,6 +118,8 @@ def sound_solve(
             if reason:
                 notes.append(f"{res.backend}'s point leaves the sound bounds ({reason}); its answer is discarded")
                 usable = False
+        if usable and res.x is not None and replay is not None:
+            replay(res.x)  # before the proof: an incumbent raises the lower bound even if the proof runs out of time
         if not (usable and refine is not None and res.status == "optimal" and res.x is not None):
             break
         stronger = refine(model, res)
@@ -124,7 +129,7 @@ def sound_solve(
     target = None
     if usable and res is not None and res.bound is not None:
         target = res.bound + sign * (TARGET_SLACK * abs(res.bound) + 1e-300)
-    proof = prove_bound(model, target, deadline=budget.deadline, node_bound=node_bound,
+    proof = prove_bound(model, target, deadline=budget.deadline, node_bound=node_bound, phase_bound=phase_bound,
                         progress=None if on_progress is None else
                         (lambda ev: on_progress("proof", ev.lower if math.isfinite(ev.lower) else None, ev.upper, ev.nodes)))
     bound = proof.bound

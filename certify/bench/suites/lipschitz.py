@@ -28,7 +28,8 @@ BOUNDS_ABLATION = BOUND_METHODS
 def lipschitz_outcome(cert) -> Outcome:
     return Outcome(status=cert.status, solved=cert.status == "optimal", lower=cert.lower, upper=cert.upper,
                    bound=cert.upper, nodes=cert.nodes, unstable=cert.unstable, binaries=cert.binaries,
-                   backend_used=cert.backend if cert.backend in MILP_BACKENDS else None)
+                   backend_used=cert.backend if cert.backend in MILP_BACKENDS else None,
+                   proof_share=(cert.proof or {}).get("share"))
 
 
 @functools.lru_cache(maxsize=None)
@@ -60,10 +61,10 @@ def digits_setup(hidden: tuple[int, ...], seed: int, point: int):
     return digits_net(hidden, seed), digits_data(seed).x_test[point]
 
 
-def lipschitz_cases(instance: str, family: str, load, *, backends=MILP_BACKENDS, methods=("milp", "bab", "bounds"),
+def lipschitz_cases(instance: str, family: str, load, *, backends=MILP_BACKENDS, methods=("auto", "milp", "bab", "bounds"),
                     size: dict, variant_bounds: tuple[str, ...] = (), reference=(None, None, ""), **question) -> list[Case]:
-    """Cases of one Lipschitz instance: `milp` once per back-end, `bab` and `bounds` once (they call
-    no MILP solver); with `variant_bounds`, the MILP once per pre-activation bound method instead."""
+    """Cases of one Lipschitz instance: `milp` once per back-end, `auto` (the default), `bab` and
+    `bounds` once (they choose their solver or call none); with `variant_bounds`, the MILP once per pre-activation bound method instead."""
 
     def runner(backend: str, method: str, bounds: str | None):
         def run(time_limit: float) -> Outcome:

@@ -1,0 +1,112 @@
+"""The MILP's independent proof with node bounds of fixed phases (`certify.lipschitz.node_bound`),
+and the incumbent replayed before the proof; oracles: activation-region enumeration."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import certify
+import solvers.milp.sound as sound
+from certify.lipschitz.node_bound import clarke_node_bound
+from models.box import Box
+from models.ir import sequential
+from solvers.bab import prove_bound
+from solvers.bounds import network_bounds
+from solvers.milp.lipschitz import build_lipschitz_milp
+from tests.lipschitz_oracles import jacobian, opnorm, random_weights, regions
+
+
+def _setup(sizes, seed, p, q, target=None):
+    w = random_weights(sizes, seed)
+    net = sequential(w)
+    lo, hi = np.full(sizes[0], -0.6), np.full(sizes[0], 0.8)
+    nb = network_bounds(net, lo, hi, "symbolic")
+    milp = build_lipschitz_milp(net, nb, p, q, target)
+    box = Box.around((lo + hi) / 2, (hi - lo) / 2, dim=sizes[0])
+    return w, net, lo, hi, nb, milp, box
+
+
+def _value(w, pattern, p, q, target):
+    J = jacobian(w, pattern)
+    if target is None:
+        return opnorm(J, p, q)
+    g = J.T @ target
+    return {"linf": np.abs(g).sum(), "l1": np.abs(g).max()}[p]
+
+
+@pytest.mark.parametrize("seed,p,q,target", [(0, "linf", "l1", None), (1, "l1", "linf", None),
+                                             (2, "linf", "linf", None), (3, "linf", None, np.array([1.0, -1.0])),
+                                             (4, "l1", None, np.array([0.5, 2.0]))])
+def test_phase_bound_covers_every_region_of_the_fixed_phases(seed, p, q, target):
+    """For random nodes (random binaries fixed), the bound is at least the exact norm of every
+    full-dimensional activation region whose pattern agrees with the fixed phases, and -inf only
+    when no region does."""
+    w, net, lo, hi, nb, milp, box = _setup([2, 6, 6, 2], seed, p, q, target)
+    bound = clarke_node_bound(net, box, nb, milp, (p, q), target)
+    regs = regions(w, lo, hi)
+    deltas = milp.forward.delta
+    cols = np.concatenate([d[d >= 0] for d in deltas])
+    assert cols.size >= 3  # the case has unstable neurons to fix
+    rng = np.random.default_rng(seed)
+    exp = milp.in_exp + milp.out_exp
+    B = 24
+    col_lo = np.repeat(milp.model.col_lo[None], B, axis=0)
+    col_hi = np.repeat(milp.model.col_hi[None], B, axis=0)
+    for b in range(1, B):  # node 0 is the root
+        fix = rng.choice(cols, size=rng.integers(1, cols.size + 1), replace=False)
+        val = rng.integers(0, 2, fix.size).astype(float)
+        col_lo[b, fix] = col_hi[b, fix] = val
+    values = bound(col_lo, col_hi)
+    for b in range(B):
+        agree = [r for r in regs if all(
+            np.all(r[j][d >= 0][col_lo[b, d[d >= 0]] >= 0.5] == 1) and np.all(r[j][d >= 0][col_hi[b, d[d >= 0]] <= 0.5] == 0)
+            for j, d in enumerate(deltas))]
+        best = max((_value(w, r, p, q, target) for r in agree), default=-np.inf)
+        assert values[b] >= np.ldexp(best, exp) * (1 - 1e-12), (b, values[b], best)
+        if agree:
+            assert np.isfinite(values[b])
+
+
+@pytest.mark.slow
+def test_proof_with_phase_bounds_closes_at_the_exact_constant_with_fewer_lps():
+    """The proof at the exact constant (region enumeration) as target closes; with the phase
+    bounds children close without an LP, and the proven bound stays at least the constant."""
+    p, q = "linf", "l1"
+    w, net, lo, hi, nb, milp, box = _setup([2, 8, 8, 2], 5, p, q)
+    exact = max(_value(w, r, p, q, None) for r in regions(w, lo, hi))
+    target = float(np.ldexp(exact, milp.in_exp + milp.out_exp)) * (1 + 1e-9)
+    plain = prove_bound(milp.model, target)
+    fast = prove_bound(milp.model, target, phase_bound=clarke_node_bound(net, box, nb, milp, (p, q), None))
+    for res in (plain, fast):
+        assert res.complete
+        assert target * (1 - 1e-8) <= res.bound <= target * (1 + 1e-6)
+        assert res.bound >= np.ldexp(exact, milp.in_exp + milp.out_exp) * (1 - 1e-12)
+    assert fast.lp_solves < plain.lp_solves  # children closed by their phase bounds need no LP
+
+
+def test_incumbents_are_replayed_before_the_proof(monkeypatch):
+    """The solver's point raises the lower bound before the proof runs (a proof cut short by the
+    deadline once left the incumbent unreplayed)."""
+    events = []
+    real = sound.prove_bound
+
+    def proof(*args, **kw):
+        events.append("proof")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(sound, "prove_bound", proof)
+    w = random_weights([10, 6, 6, 2], 3)
+    net = sequential(w)
+    from certify.lipschitz.witness import WitnessSearch
+
+    real_replay = WitnessSearch.replay
+
+    def replay(self, *args, **kw):
+        events.append("replay")
+        return real_replay(self, *args, **kw)
+
+    monkeypatch.setattr(WitnessSearch, "replay", replay)
+    cert = certify.local_lipschitz(net, np.zeros(10), 0.3, method="milp", backend="highs")
+    assert cert.status == "optimal" and "proof" in events
+    assert "replay" in events[: events.index("proof")]
