@@ -60,6 +60,7 @@ class _State:
     Mz: np.ndarray           # the layer's pre-activations as an affine map of x under `done`
     dz: np.ndarray
     x: np.ndarray | None     # an interior point of the partial pattern's region
+    share: float = 1.0       # 2^-(branchings above): the part of the search tree below this state
 
 
 def enumerate_regions(net: Network, lo: np.ndarray, hi: np.ndarray, phases: list[np.ndarray], ties: list[Tie],
@@ -76,19 +77,23 @@ def enumerate_regions(net: Network, lo: np.ndarray, hi: np.ndarray, phases: list
     if x0 is None and np.any(hi > lo):
         x0 = 0.5 * (lo + hi)
     stack = [_enter(hidden, 0, [], np.eye(lo.size), np.zeros(lo.size), x0)]
+    explored = 0.0  # share of the tree finished (leaves and pruned branches), for the projection
     while stack:
-        if out.lps > max_nodes or len(out.leaves) > max_leaves or past(deadline):
+        if out.lps > max_nodes or len(out.leaves) > max_leaves or past(deadline) or _hopeless(t0, deadline, explored):
             out.seconds = time.perf_counter() - t0
             return out
         st = stack.pop()
         if st.layer == len(hidden):
             out.leaves.append(RegionLeaf(st.done, st.x))
+            explored += st.share
             continue
         n_layer = st.cur.size
         if st.k == n_layer:
             s = st.cur.astype(np.float64)
             Ms, ds = s[:, None] * st.Mz, s * st.dz
-            stack.append(_enter(hidden, st.layer + 1, st.done + [s], Ms, ds, st.x))
+            nxt = _enter(hidden, st.layer + 1, st.done + [s], Ms, ds, st.x)
+            nxt.share = st.share
+            stack.append(nxt)
             continue
         k = st.k
         forced = _forced(phases[st.layer][k], tie_maps[st.layer], st.cur, k)
@@ -99,21 +104,23 @@ def enumerate_regions(net: Network, lo: np.ndarray, hi: np.ndarray, phases: list
         mag = None if st.x is None else float(np.abs(st.Mz[k]) @ np.abs(st.x) + abs(st.dz[k]))
         sure = z_x is not None and abs(z_x) > 1e-9 * mag + 1e-300
         children = []
+        half = _State(st.layer, st.done, st.cur, st.k, st.Mz, st.dz, st.x, st.share / 2)
         for bit in (1, 0):
             if sure and (z_x > 0) == bool(bit):
                 # the parent's interior point is strictly on this side: still interior
-                children.append(_child(st, bit, st.x))
+                children.append(_child(half, bit, st.x))
                 continue
             pattern, mask = _partial(st, bit)
             out.lps += 1
             x, flat = classify_region(net, pattern, lo, hi, deadline=deadline, mask=mask)
             if x is not None:
-                children.append(_child(st, bit, x))
+                children.append(_child(half, bit, x))
             elif flat:
                 out.pruned += 1
+                explored += half.share
             else:
                 out.unproven += 1
-                children.append(_child(st, bit, None))
+                children.append(_child(half, bit, None))
         stack.extend(children)
     out.complete = True
     out.seconds = time.perf_counter() - t0
@@ -141,7 +148,22 @@ def _forced(phase: int, ties: tuple[np.ndarray, np.ndarray], cur: np.ndarray, k:
 def _child(st: _State, bit: int, x) -> _State:
     cur = st.cur.copy()
     cur[st.k] = bit
-    return _State(st.layer, st.done, cur, st.k + 1, st.Mz, st.dz, x)
+    return _State(st.layer, st.done, cur, st.k + 1, st.Mz, st.dz, x, st.share)
+
+
+HOPELESS_AFTER = 0.2  # of the time allowed: from then on, stop when the projected total is ...
+HOPELESS_FACTOR = 1.3  # ... this many times the time allowed (the caller's next method needs it)
+
+
+def _hopeless(t0: float, deadline: float | None, explored: float) -> bool:
+    """Will the search clearly not finish by the deadline? The projection divides the time spent
+    by the share of the tree finished (a Knuth-style estimate: each branching halves the share)."""
+    if deadline is None:
+        return False
+    spent, allowed = time.perf_counter() - t0, deadline - t0
+    if spent < HOPELESS_AFTER * allowed:
+        return False
+    return spent / max(explored, 1e-12) > HOPELESS_FACTOR * allowed
 
 
 def _partial(st: _State, bit: int) -> tuple[list[np.ndarray], list[np.ndarray | None]]:

@@ -35,7 +35,7 @@ from .witness import WitnessSearch, closed
 
 REGION_UNSTABLE = 40    # questions with at most this many unstable ReLUs try the enumeration ...
 REGION_SECONDS = 3.0    # ... for at most this long (idle, the shared degenerate nets need 0.05-0.6 s) ...
-REGION_SHARE = 0.4      # ... and this share of the remaining time limit
+REGION_SHARE = 0.25     # ... and this share of the remaining time limit (the MILP keeps the rest)
 REGION_LPS = 3000       # ... and this many region LPs
 
 
