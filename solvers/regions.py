@@ -38,23 +38,24 @@ class RegionLp:
     empty: bool  # a neuron constant over the region has the wrong sign
 
 
-def _region_lp(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi: np.ndarray) -> RegionLp:
+def _region_lp(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi: np.ndarray, mask=None) -> RegionLp:
     blocks = relu_blocks(net)
     n = lo.size
     w = hi - lo
     M, d = np.eye(n), np.zeros(n)
     rows, rhs = [], []
     empty = False
-    for blk, s in zip(blocks[:-1], pattern):
+    for j, (blk, s) in enumerate(zip(blocks[:-1], pattern)):
         Mz, dz = blk.weight @ M, blk.weight @ d + blk.bias
         sign = 2.0 * np.asarray(s, dtype=np.float64) - 1.0
         G = Mz * w[None, :]
         c0 = Mz @ lo + dz
         scale = np.abs(G).sum(axis=1) + np.abs(c0)
         flat = np.abs(G).sum(axis=1) == 0
-        if np.any(flat & (sign * c0 < 0)):
+        decided = _decided(mask, j, sign.size)
+        if np.any(flat & (sign * c0 < 0) & decided):
             empty = True  # a neuron constant over the region with the wrong sign
-        keep = scale > 0  # z == 0 on the whole region constrains nothing
+        keep = (scale > 0) & decided  # z == 0 on the whole region constrains nothing
         # sign * (G xi + c0) >= t * scale   <=>   -sign*G xi / scale + t <= sign*c0 / scale
         # (rows normalised by scale, so that the LP's duals are accurate enough for the exact check)
         sk = scale[keep, None]
@@ -65,6 +66,14 @@ def _region_lp(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi: np.n
     A = np.vstack(rows + [box])
     b = np.concatenate(rhs + [np.zeros(n), np.ones(n)])
     return RegionLp(A, b, n, empty)
+
+
+def _decided(mask, j: int, size: int) -> np.ndarray:
+    """Which neurons of layer j carry a sign constraint: all, unless `mask` (a partial pattern's
+    decided neurons, one boolean array per layer) says otherwise."""
+    if mask is None or j >= len(mask) or mask[j] is None:
+        return np.ones(size, dtype=bool)
+    return np.asarray(mask[j], dtype=bool)
 
 
 @dataclass
@@ -107,9 +116,12 @@ def _solve(lp: RegionLp) -> _Solution:
                      SimpleNamespace(marginals=np.asarray(sol.row_dual, dtype=np.float64)))
 
 
-def interior_point(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi: np.ndarray) -> np.ndarray | None:
-    """The deepest point of the pattern's region in the box, or None if it looks flat."""
-    lp = _region_lp(net, pattern, lo, hi)
+def interior_point(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi: np.ndarray,
+                   mask=None) -> np.ndarray | None:
+    """The deepest point of the pattern's region in the box, or None if it looks flat. A partial
+    pattern (the layers given, and in each only the neurons where `mask` is True) constrains only
+    its decided neurons."""
+    lp = _region_lp(net, pattern, lo, hi, mask)
     if lp.empty:
         return None
     res = _solve(lp)
@@ -124,7 +136,7 @@ EXACT_SECONDS_PER_OP = 1e-5  # measured: ~7.5 us per rational multiply-add of fl
 
 
 def has_no_interior(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi: np.ndarray,
-                    deadline: float | None = None, exact: bool = True) -> bool:
+                    deadline: float | None = None, exact: bool = True, mask=None) -> bool:
     """True only if the pattern's region provably has empty interior in the box.
 
     The proof is a dual certificate of max t <= 0. When the LP's t is negative its multipliers are
@@ -132,16 +144,37 @@ def has_no_interior(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi:
     is empty, microseconds); otherwise, or if that fails, in exact rational arithmetic on the
     exact region data (the network weights are rationals): the float LP only suggests which
     constraints carry the certificate. Any doubt, too much work, `exact=False`, or an exact check
-    estimated to run past `deadline` (a `time.perf_counter()` value) returns False.
+    estimated to run past `deadline` (a `time.perf_counter()` value) returns False. A partial
+    pattern (`mask`, as in `interior_point`) is proven for every completion of it.
     """
-    lp = _region_lp(net, pattern, lo, hi)
+    lp = _region_lp(net, pattern, lo, hi, mask)
     if lp.empty:
-        return exact and _exact_constant_violation(net, pattern, lo, hi)
+        return exact and _exact_constant_violation(net, pattern, lo, hi, mask)
+    return _proven_flat(net, pattern, lo, hi, lp, _solve(lp), deadline, exact, mask)
+
+
+def classify_region(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi: np.ndarray,
+                    deadline: float | None = None, mask=None) -> tuple[np.ndarray | None, bool]:
+    """(`interior_point`, `has_no_interior`) of one (partial) pattern from a single LP solve: a
+    point when the LP finds depth, else whether the region provably has no interior."""
+    lp = _region_lp(net, pattern, lo, hi, mask)
+    if lp.empty:
+        return None, _exact_constant_violation(net, pattern, lo, hi, mask)
     res = _solve(lp)
+    # any positive depth counts here (`interior_point` wants 1e-9 for a replayable point): a region
+    # 1e-12 deep is a region all the same, and no certificate could prove it flat
+    if res.status == 0 and res.x[-1] > 1e-15:
+        return np.clip(lo + (hi - lo) * res.x[: lp.n], lo, hi), False
+    return None, _proven_flat(net, pattern, lo, hi, lp, res, deadline, True, mask)
+
+
+def _proven_flat(net: Network, pattern, lo: np.ndarray, hi: np.ndarray, lp: RegionLp, res, deadline, exact: bool,
+                 mask) -> bool:
+    """`has_no_interior` after its LP: the certificate checks."""
     if res.status != 0 or res.x[-1] > 1e-9:
         return False
     y = np.maximum(-np.asarray(res.ineqlin.marginals, dtype=np.float64), 0.0)
-    if res.x[-1] < 0 and np.any(y > 0) and _empty_by_float_farkas(net, pattern, lo, hi, y):
+    if res.x[-1] < 0 and np.any(y > 0) and _empty_by_float_farkas(net, pattern, lo, hi, y, mask):
         return True
     blocks = relu_blocks(net)
     work = sum(b.weight.size for b in blocks[:-1]) * lo.size
@@ -149,7 +182,7 @@ def has_no_interior(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi:
         return False
     if deadline is not None and time.perf_counter() + work * EXACT_SECONDS_PER_OP > deadline:
         return False
-    data = _exact_region_rows(net, pattern, lo, hi)
+    data = _exact_region_rows(net, pattern, lo, hi, mask)
     if data is None:
         return False
     A, b = data  # exact rows of  A [xi; t] <= b, same order as the float LP
@@ -166,7 +199,7 @@ def has_no_interior(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi:
     return sum((yi * bi for yi, bi in zip(y_exact, b[support])), Fraction(0)) <= 0
 
 
-def _empty_by_float_farkas(net: Network, pattern, lo: np.ndarray, hi: np.ndarray, y: np.ndarray) -> bool:
+def _empty_by_float_farkas(net: Network, pattern, lo: np.ndarray, hi: np.ndarray, y: np.ndarray, mask=None) -> bool:
     """True if multipliers y >= 0 of the LP's region rows prove, in float64 with a rounding
     allowance, that no point of the closed box satisfies the pattern's sign constraints.
 
@@ -187,13 +220,13 @@ def _empty_by_float_farkas(net: Network, pattern, lo: np.ndarray, hi: np.ndarray
     Mm, dm = np.eye(n), np.zeros(n)  # absolute-value chains of M, d
     g, h0, mag = np.zeros(n), 0.0, 0.0
     row = 0
-    for blk, s in zip(blocks[:-1], pattern):
+    for j, (blk, s) in enumerate(zip(blocks[:-1], pattern)):
         Mz, dz = blk.weight @ M, blk.weight @ d + blk.bias
         Mmz, dmz = np.abs(blk.weight) @ Mm, np.abs(blk.weight) @ dm + np.abs(blk.bias)
         sign = 2.0 * np.asarray(s, dtype=np.float64) - 1.0
         G, c0 = Mz * w[None, :], Mz @ lo + dz
         scale = np.abs(G).sum(axis=1) + np.abs(c0)
-        keep = scale > 0  # the rows `_region_lp` kept, in its order
+        keep = (scale > 0) & _decided(mask, j, sign.size)  # the rows `_region_lp` kept, in its order
         coef = np.zeros(sign.size)
         coef[keep] = y[row: row + int(keep.sum())] / scale[keep]
         row += int(keep.sum())
@@ -233,7 +266,7 @@ def _farkas_bound(A: np.ndarray, b: np.ndarray, y_float: np.ndarray, n: int) -> 
     return value / t_col
 
 
-def _exact_region_rows(net: Network, pattern, lo, hi):
+def _exact_region_rows(net: Network, pattern, lo, hi, mask=None):
     """The rows of the region LP in exact rationals (None when a row degenerates differently)."""
     blocks = relu_blocks(net)
     n = lo.size
@@ -242,12 +275,15 @@ def _exact_region_rows(net: Network, pattern, lo, hi):
     M = np.array([[Fraction(int(i == k)) for k in range(n)] for i in range(n)], dtype=object)
     d = np.array([Fraction(0)] * n, dtype=object)
     rows, rhs = [], []
-    for blk, s in zip(blocks[:-1], pattern):
+    for j, (blk, s) in enumerate(zip(blocks[:-1], pattern)):
         W, bias = F(blk.weight), F(blk.bias)
         Mz, dz = W.dot(M), W.dot(d) + bias
         G = Mz * w_f[None, :]
         c0 = Mz.dot(lo_f) + dz
+        decided = _decided(mask, j, G.shape[0])
         for i in range(G.shape[0]):
+            if not decided[i]:
+                continue
             scale = sum(abs(g) for g in G[i]) + abs(c0[i])
             if scale == 0:
                 continue  # z == 0 on the whole region: no constraint (matches the float LP)
@@ -302,9 +338,9 @@ def _exact_dual(A_s: np.ndarray, y_float: np.ndarray) -> list[Fraction] | None:
     return y
 
 
-def _exact_constant_violation(net: Network, pattern, lo, hi) -> bool:
+def _exact_constant_violation(net: Network, pattern, lo, hi, mask=None) -> bool:
     """The float LP found a constant neuron of the wrong sign: confirm it exactly."""
-    data = _exact_region_rows(net, pattern, lo, hi)
+    data = _exact_region_rows(net, pattern, lo, hi, mask)
     if data is None:
         return False
     A, b = data

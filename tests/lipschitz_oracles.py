@@ -24,6 +24,13 @@ def _has_interior(A: np.ndarray, b: np.ndarray, lo: np.ndarray, hi: np.ndarray) 
     """Does {x in [lo, hi]: A x <= b} contain a ball of radius > 1e-7 (relative to the box)?"""
     n = lo.size
     norms = np.linalg.norm(A, axis=1) if A.size else np.zeros(0)
+    # rows scaled to unit norm: the LP's absolute tolerances (1e-7) would otherwise accept any
+    # sign of a pre-activation of magnitude 1e-9 (extremely scaled nets); zero rows constrain
+    # only through their sign (0 <= b)
+    zero = norms == 0
+    if np.any(zero & (b < 0)):
+        return False
+    A, b, norms = A[~zero] / norms[~zero, None], b[~zero] / norms[~zero], np.ones(int(np.sum(~zero)))
     A_ub = np.hstack([A, norms[:, None]]) if A.size else np.zeros((0, n + 1))
     box = np.vstack([np.hstack([np.eye(n), np.ones((n, 1))]), np.hstack([-np.eye(n), np.ones((n, 1))])])
     A_ub = np.vstack([A_ub, box])

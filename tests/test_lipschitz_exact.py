@@ -51,11 +51,13 @@ def _assert_exact(cert, value):
 @pytest.mark.parametrize("q", NORMS)
 def test_every_norm_pair_matches_region_enumeration(name, p, q):
     w, net, lo, hi, _ = _case(name)
-    # the MILP and its proof (node bounds of fixed phases first, then the LP); auto's pick is
-    # tested in test_lipschitz_bab.py
+    # the MILP and its proof (node bounds of fixed phases first, then the LP); the default method
+    # closes these small nets by region enumeration first, auto's pick is tested in test_lipschitz_bab.py
     cert = certify.local_lipschitz(net, (lo + hi) / 2, (hi - lo) / 2, input_norm=p, output_norm=q, method="milp")
     _assert_exact(cert, _oracle(name, p, q))
     assert cert.method == ("miqp" if "l2" in (p, q) else "milp")
+    auto = certify.local_lipschitz(net, (lo + hi) / 2, (hi - lo) / 2, input_norm=p, output_norm=q)
+    _assert_exact(auto, _oracle(name, p, q))
     # the witness is a point of the box where the reported lower bound is attained
     assert np.all(cert.witness >= lo) and np.all(cert.witness <= hi)
     J = net.jacobian(cert.witness)
@@ -78,7 +80,7 @@ def test_margins_and_targets_match_region_enumeration(p):
 def test_backends_and_formulations_agree_with_enumeration(backend, formulation, p, q):
     w, net, lo, hi, _ = _case("a")
     cert = certify.local_lipschitz(net, (lo + hi) / 2, (hi - lo) / 2, input_norm=p, output_norm=q,
-                                   backend=backend, formulation=formulation)
+                                   backend=backend, formulation=formulation, method="milp")
     assert cert.backend == backend
     _assert_exact(cert, _oracle("a", p, q))
 
@@ -90,7 +92,7 @@ def test_l2_by_norm_interpolation_is_sound(p, q):
     w, net, lo, hi, _ = _case("a")
     c = np.array([1.0, -0.5]) if q is None else None
     cert = certify.local_lipschitz(net, (lo + hi) / 2, (hi - lo) / 2, input_norm=p, output_norm=q or "l1",
-                                   target=c, backend="highs")
+                                   target=c, backend="highs", method="milp")
     assert cert.method == "equivalence"
     true = _oracle("a", p, q, target=c)
     if c is not None:

@@ -44,6 +44,7 @@ from .live import LiveProgress
 from .node_bound import clarke_node_bound
 from .anytime import bab_certificate, fast_upper
 from .bab import INPUT_SPLIT_DIM
+from .exact_regions import region_stage
 from .options import AUTO_BAB_INPUTS, AUTO_MILP_UNSTABLE, DEFAULT_MIP_GAP, LocalOptions, NormQuestion
 from .witness import WitnessSearch, closed, walk_regions
 
@@ -99,6 +100,10 @@ def local_lipschitz(
         search = WitnessSearch(net, box, question, budget)
         search.sample()
         fast = fast_upper(net, nb, question)
+        if opts.method == "auto":  # small nets: their activation regions, exactly
+            exact, fast = region_stage(net, box, question, opts, nb, search, budget, fast)
+            if exact is not None:
+                return exact
         walk_regions(search, budget.stage(0.1))
         live = LiveProgress(progress, search, budget)
         live.proven(fast[0])

@@ -42,6 +42,11 @@ def differentiable_point(net: Network, x: np.ndarray, blocks: list | None = None
     `blocks` (the net's `relu_blocks`) may be passed to avoid recomputing them. The Jacobian is
     multiplied out from the smaller side (outputs or inputs), so a point of a 784-1024-1024-10
     net costs a few megaflops, not gigaflops."""
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):  # overflow: no certified sign
+        return _differentiable_point(net, x, blocks)
+
+
+def _differentiable_point(net: Network, x: np.ndarray, blocks: list | None) -> DifferentiablePoint | None:
     blocks = relu_blocks(net) if blocks is None else blocks
     x = np.asarray(x, dtype=np.float64)
     h, mag = x, np.abs(x)
@@ -55,6 +60,8 @@ def differentiable_point(net: Network, x: np.ndarray, blocks: list | None = None
         # |computed z - exact z| <= gamma(chain) * 2^j * mag (each ReLU layer may double the bound);
         # mag == 0 with a zero Jacobian row: z is exactly 0 on a neighbourhood (upstream signs are
         # certain), so relu(z) == 0 there whichever slope is chosen (a dead or doubled ReLU)
+        if not (np.all(np.isfinite(z)) and np.all(np.isfinite(mag))):
+            return None  # overflowed: no sign is certain
         uncertain = np.abs(z) <= 4.0 * 2.0**j * gamma(chain + 2) * mag + 1e-300
         if np.any(uncertain) and np.any(uncertain & ~_flat_rows(blocks, pattern, j, mag)):
             return None
@@ -64,6 +71,8 @@ def differentiable_point(net: Network, x: np.ndarray, blocks: list | None = None
         mag = s * mag
     chain += blocks[-1].in_dim + 1
     J, Jabs = _jacobian(blocks, pattern)
+    if not (np.all(np.isfinite(J)) and np.all(np.isfinite(Jabs))):
+        return None
     return DifferentiablePoint(x, J, Jabs, pattern, chain + x.size)
 
 
@@ -105,6 +114,14 @@ def norm_lower(
     otherwise the best of the solver's direction `hint` (w with ||J w||_q, or c with
     ||J^T c||_{p*}) improved by alternating sign ascent.
     """
+    # extreme nets: products and norms may overflow; an infinite or NaN value proves nothing
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        val = _norm_lower(point, input_norm, output_norm, target, hint, hint_side)
+    return val if np.isfinite(val) else 0.0
+
+
+def _norm_lower(point: DifferentiablePoint, input_norm: str, output_norm: str | None, target, hint,
+                hint_side: str) -> float:
     J, Jabs = point.jacobian, point.magnitude
     n_round = point.rounding + J.size + 4
     if target is not None:

@@ -25,7 +25,9 @@ from solvers.runtime import Budget, past
 from .options import NormQuestion
 from .replay import DifferentiablePoint, differentiable_point, direction_pair, norm_estimates, norm_lower, sample_lower
 
-MAX_CUTS = 20  # no-good cuts of degenerate (tie) activation patterns per question
+# no-good cuts of degenerate (tie) activation patterns per question without a time limit; with one,
+# cutting goes on while time remains (it converges: finitely many patterns, each cut once)
+MAX_CUTS = 20
 
 
 class WitnessSearch:
@@ -39,6 +41,7 @@ class WitnessSearch:
         self.direction: np.ndarray | None = None
         self._replayed: dict = {}  # (model, pair, solution) -> value: the policy replays before the proof and refines
         self.cuts = 0
+        self.exact_witness = False  # the best witness was replayed in rationals
 
     def sample(self, samples: int = 32) -> None:
         q = self.question
@@ -63,7 +66,7 @@ class WitnessSearch:
         for pt in self._points(milp, v):
             val = self.value(pt, (q.p, q.q), hint, side)
             if val > self.lower or self.point is None:
-                self.lower, self.point, self.direction = val, pt, hint
+                self.lower, self.point, self.direction, self.exact_witness = val, pt, hint, False
             best = max(best, val if own else self.value(pt, pair))
         self._replayed[key] = best
         return best
@@ -100,6 +103,21 @@ class WitnessSearch:
                 out.append(pt)
         return out
 
+    def offer(self, x: np.ndarray) -> float:
+        """Replay the point x of the box (kept when it beats the lower bound); its value, or -inf
+        when x is not certified differentiable."""
+        return _value_at(self, np.clip(np.asarray(x, dtype=np.float64), self.box.lo, self.box.hi), self.question)
+
+    def offer_exact(self, x: np.ndarray, jacobian: np.ndarray, pattern: list[np.ndarray]) -> float:
+        """Keep a witness replayed in exact arithmetic (`solvers.exact_witness`: x is the float
+        rounding of a rational point strictly inside `pattern`'s region, `jacobian` that region's
+        exact Jacobian rounded entrywise, an error the replay's allowance covers); its value."""
+        pt = DifferentiablePoint(np.asarray(x, dtype=np.float64), jacobian, np.abs(jacobian), pattern, 1)
+        val = self.value(pt, (self.question.p, self.question.q))
+        if val > self.lower or self.point is None:
+            self.lower, self.point, self.exact_witness = val, pt, True
+        return val
+
     def start(self, milp: LipschitzMilp, pair: tuple[str, str | None]) -> np.ndarray | None:
         """A warm start for `milp`: the best point so far with its pattern and best direction."""
         rem = self.budget.remaining()
@@ -126,7 +144,8 @@ class WitnessSearch:
             milp = holder[0]
             sub_lower = self.replay(milp, pair, res.x)
             if (res.bound is None or closed(sub_lower, milp.to_lipschitz(res.bound), mip_gap)
-                    or self.cuts >= MAX_CUTS or milp.num_binaries == 0 or self.budget.expired()):
+                    or (self.cuts >= MAX_CUTS and self.budget.deadline is None) or milp.num_binaries == 0
+                    or self.budget.expired()):
                 return None
             # the optimum has no replayable witness: cut its pattern if its region has no interior
             lo, hi = np.array(self.box.lo), np.array(self.box.hi)
@@ -323,7 +342,7 @@ def _value_at(search: WitnessSearch, x: np.ndarray, q) -> float:
         return -np.inf
     val = search.value(pt, (q.p, q.q))
     if val > search.lower or search.point is None:
-        search.lower, search.point = val, pt
+        search.lower, search.point, search.exact_witness = val, pt, False
     return val
 
 

@@ -28,6 +28,8 @@ from .frontier import BestFirst, Frontier
 
 N = TypeVar("N")
 
+ROUND_SECONDS = 0.1  # batched rounds are sized to take about this long once the deadline is near
+
 
 @dataclass
 class NodeBound:
@@ -179,6 +181,7 @@ def branch_and_bound(
                                 strict=True):
                 record(node, nb, 0)
         pending = -math.inf
+        per_node = 0.0  # seconds per branched node in the last round (sizes the batched rounds)
         while front:
             if attained is not None:
                 lower = max(lower, attained())
@@ -200,6 +203,12 @@ def branch_and_bound(
                 break
             taken = []  # (depth, node, bound, node bound) of the nodes branched in this round
             want = batch if many is not None else 1
+            if deadline is not None and want > 1 and per_node > 0:
+                # rounds short enough to end within ROUND_SECONDS of the deadline: the deadline is
+                # only checked between rounds
+                room = min(ROUND_SECONDS, max(deadline - time.perf_counter(), 0.0))
+                want = max(1, min(want, int(room / per_node)))
+            round_t0 = time.perf_counter()
             level = prune_level()
             while front and len(taken) < want:
                 for bound, depth, node, nb in front.pop(want - len(taken)):
@@ -227,6 +236,7 @@ def branch_and_bound(
                 for (child, depth, parent), cb in zip(kids, many([c for c, _, _ in kids]), strict=True):
                     record(child, cb, depth, parent)
             pending = -math.inf
+            per_node = (time.perf_counter() - round_t0) / max(len(taken), 1)
             if progress is not None and time.perf_counter() - last_report >= progress_every:
                 last_report = time.perf_counter()
                 progress(BabProgress(lower, current_upper(), nodes, len(front), last_report - t0))

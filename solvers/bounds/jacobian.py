@@ -113,7 +113,10 @@ def clarke_norm_bound(weights: list[np.ndarray], s_lo: list[np.ndarray], s_hi: l
                 c = np.asarray(target, dtype=np.float64)
                 M, err = (c @ M)[None, :], ((np.abs(c) @ err) * (1 + 1e-12))[None, :]
                 p, q = dual(dual(p)), "l1"  # the row vector's dual norm: ||g||_{p*} = ||g^T||_{p -> any} for 1 row
-            return round_up(operator_norm_upper(M, p, str(q)) + operator_norm_upper(err, p, str(q)), 1.0, 2)
+            total = operator_norm_upper(M, p, str(q)) + operator_norm_upper(err, p, str(q))
+            # one rounding of a sum of upper bounds: relative to the sum (an absolute 1.0 was an
+            # ulp short above 1 and 1e-6 loose at 1e-9 scales)
+            return round_up(total, total, 2)
     if C is None:  # entrywise bound of the interval matrix
         # L, U, mag, their slope products and the products with W: about ten widest x n0 matrices
         with working(8.0 * 10 * widest * n0, what, JACOBIAN_ALTERNATIVE):

@@ -124,7 +124,7 @@ class CbcBackend:
                 return MilpResult("error", None, None, None, 0, time.perf_counter() - t0, self.name, None, f"CBC failed: {exc}")
             if killed:
                 return self._stopped(t0, f"still running {KILL_GRACE:g} s after its time limit")
-            text = open(log).read() if os.path.exists(log) else ""
+            text = _read(log)
         return self.invert(prob, xs, model, text, options, time.perf_counter() - t0, scale)
 
     def _stopped(self, t0: float, when: str) -> MilpResult:
@@ -241,3 +241,11 @@ def _objective_scale(model: MilpModel) -> int:
     if not np.isfinite(mag) or mag <= 0:
         return 0
     return int(np.clip(np.round(np.log2(1e6 / mag)), -200, 200))
+
+
+def _read(path: str) -> str:
+    """The log's text ("" when CBC wrote none); the file is closed (no ResourceWarning)."""
+    if not os.path.exists(path):
+        return ""
+    with open(path) as fh:
+        return fh.read()
