@@ -97,7 +97,7 @@ def local_lipschitz(
                             lp_deadline=budget.stage(0.05 if splits else 0.25))
         search = WitnessSearch(net, box, question, budget)
         search.sample()
-        fast = fast_upper(net, nb, question)
+        fast = fast_upper(net, nb, question, budget.deadline)
         walk_regions(search, budget.stage(0.1))
         live = LiveProgress(progress, search, budget)
         live.proven(fast[0])
