@@ -43,7 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--vnncomp-data", metavar="DIR",
                    help="folder of the VNN-COMP 2022 families mnist_fc/ and oval21/ (truth.csv, tools.csv, onnx/, "
                         "vnnlib/; default $CERTIFY_VNNCOMP_DATA): verify then runs them too, each instance with its "
-                        "competition timeout capped by --time-limit, and writes vnncomp_cactus.png")
+                        "competition timeout capped by --time-limit, and writes vnncomp_cactus.png; lipschitz adds "
+                        "its MNIST and CIFAR nets")
     v.add_argument("--families", metavar="LIST",
                    help="comma list of verify families to run: acasxu, mnist_fc, oval21 (default: acasxu plus the "
                         "families found in the data folder)")
@@ -97,9 +98,11 @@ def _bench(args: argparse.Namespace) -> int:
     out_arg(args.out, "directory")
     options = dict(center=args.center, radius=args.radius, domain=args.domain, points=args.points,
                    input_norm=args.input_norm, output_norm=args.output_norm)
+    if args.families is not None and "verify" not in args.suites and "all" not in args.suites:
+        raise BadInput("--families applies to the verify suite (certify bench verify ...)")
+    if args.vnncomp_data is not None and not {"verify", "lipschitz", "all"} & set(args.suites):
+        raise BadInput("--vnncomp-data applies to the verify suite and the lipschitz suite (certify bench verify ...)")
     if args.vnncomp_data is not None or args.families is not None:
-        if "verify" not in args.suites and "all" not in args.suites:
-            raise BadInput("--vnncomp-data and --families apply to the verify suite (certify bench verify ...)")
         options.update(vnncomp_data=args.vnncomp_data, families=_split(args.families))
     result = run_bench(args.suites, models=args.models or (), question=args.question, quick=args.quick,
                        repeat=args.repeat, time_limit=args.time_limit, backends=_split(args.backends),

@@ -21,12 +21,13 @@ from .options import LocalOptions, NormQuestion
 from .witness import WitnessSearch, closed
 
 
-def fast_upper(net, nb: Bounds, question: NormQuestion) -> tuple[float, str]:
+def fast_upper(net, nb: Bounds, question: NormQuestion, deadline: float | None = None) -> tuple[float, str]:
     """(bound, what gave it): the smaller of the Clarke-Jacobian and global product bounds (the
     Clarke bound alone once Ctrl-C or the deadline stopped the run: the product costs a second on
-    784-512-512 layers)."""
+    784-512-512 layers). `deadline`: the Clarke bound's linear parts not started by then are skipped."""
     weights = [b.weight for b in relu_blocks(net)]
-    jac = clarke_norm_bound(weights, *phase_slopes(nb.phases()), question.p, question.q, question.target)
+    jac = clarke_norm_bound(weights, *phase_slopes(nb.phases()), question.p, question.q, question.target,
+                            deadline=deadline)
     if question.target is None and not past():
         from .norm_product import naive_bound
 

@@ -61,6 +61,11 @@ CLIMBS = 2               # ... and walk this many steps across activation region
 CLIMB_STEPS = 6
 SEARCH_SHARE = 0.1       # of the tree's time for further dense searches of lower bounds ...
 SEARCH_SLOT = 0.3        # ... in slots of at most this many seconds
+ASCENT_SHARE = 0.3       # on high-dimensional boxes (`witness.high_dimensional`): of the tree's time for
+ASCENT_SLOT = 3.0        # smoothed gradient ascents (`smooth_ascent`), in slots of this many seconds, or
+                         # longer to catch up on the share when the tree calls rarely (its temperatures
+                         # are annealed over one slot); the phase-split tree lowers the upper bound
+                         # slowly there, the ascent raises the lower one
 COMPLETE_UNSTABLE = 4    # nodes with at most this many unstable neurons are bounded through the
                          # 2^k phase completions (`_completions`)
 PSEUDO_RELIABLE = 2      # input splits seen per input before its pseudo-cost counts (`_input`)
@@ -359,21 +364,27 @@ class LipschitzBab:
                 _Node(right_lo, node.hi, node.fixed, nb.data, nb.upper, hollow=hollow, strong=strong, dim=k))
 
     def _search_more(self, lo: np.ndarray, hi: np.ndarray) -> None:
-        """Anytime lower bounds: while the dense search (`dense_ascent`, a new seed each time) has
-        had less than SEARCH_SHARE of the tree's time, run it again, in turns on the whole box and
-        on the batch's node of largest bound (where the constant is most likely attained)."""
-        from .witness import dense_ascent
+        """Anytime lower bounds: while the dense search (`dense_ascent`, a new seed each time) has had
+        less than SEARCH_SHARE of the tree's time (on high-dimensional boxes the smoothed ascent
+        `smooth_ascent`, ASCENT_SHARE, slots of ASCENT_SLOT), run it again, in turns on the whole box
+        and on the batch's node of largest bound (where the constant is most likely attained)."""
+        from .witness import dense_ascent, high_dimensional, smooth_ascent
 
         now = time.perf_counter()
-        if self.search_seconds > SEARCH_SHARE * (now - self.started):
+        smooth = high_dimensional(self.box)
+        share, slot = (ASCENT_SHARE, ASCENT_SLOT) if smooth else (SEARCH_SHARE, SEARCH_SLOT)
+        if self.search_seconds > share * (now - self.started):
             return
         deadline = None if self.budget is None else self.budget.deadline
-        slot = SEARCH_SLOT if deadline is None else min(SEARCH_SLOT, deadline - now)
+        if smooth:  # a slow tree (seconds per batch of 784-input nodes) calls rarely: catch up on the share
+            slot = max(slot, share * (now - self.started) - self.search_seconds)
+        slot = slot if deadline is None else min(slot, deadline - now)
         if slot <= 0:
             return
         self.search_calls += 1
         box = None if self.search_calls % 2 else (lo, hi)
-        dense_ascent(self.search, now + slot, seed=1000 + self.search_calls, box=box)
+        run = smooth_ascent if smooth else dense_ascent
+        run(self.search, now + slot, seed=1000 + self.search_calls, box=box)
         self.search_seconds += time.perf_counter() - now
 
     def _wide_inputs(self, node: _Node) -> list[int]:

@@ -99,7 +99,7 @@ def local_lipschitz(
                             lp_deadline=budget.stage(0.05 if splits else 0.25))
         search = WitnessSearch(net, box, question, budget)
         search.sample()
-        fast = fast_upper(net, nb, question)
+        fast = fast_upper(net, nb, question, budget.deadline)
         if opts.method == "auto":  # small nets: their activation regions, exactly
             exact, fast = region_stage(net, box, question, opts, nb, search, budget, fast)
             if exact is not None:

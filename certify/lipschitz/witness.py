@@ -171,7 +171,8 @@ def closed(lower: float, upper: float, mip_gap: float) -> bool:
 def walk_regions(search: WitnessSearch, deadline: float | None, starts: int = 16, steps: int = 30,
                  seed: int = 0, pool: int = 256, rounds: int = 8) -> None:
     """Stronger lower bounds: dense sampling and a batched local search (`dense_ascent`, about
-    half the time), then hill-climbing across activation regions from the best points found.
+    half the time; above ASCENT_DIM inputs the smoothed gradient ascent `smooth_ascent` instead),
+    then hill-climbing across activation regions from the best points found.
 
     ||J|| is constant on each region, so gradients say nothing; instead, from a point x the walk
     crosses the nearest region boundaries (the hyperplanes z_i = 0 of neurons close to 0, stepping
@@ -184,7 +185,8 @@ def walk_regions(search: WitnessSearch, deadline: float | None, starts: int = 16
     lo, hi = np.array(search.box.lo), np.array(search.box.hi)
     blocks = search.blocks
     half = None if deadline is None else time.perf_counter() + DENSE_SHARE * max(deadline - time.perf_counter(), 0.0)
-    best = dense_ascent(search, half, seed=seed)
+    search_of = smooth_ascent if high_dimensional(search.box) else dense_ascent
+    best = search_of(search, half, seed=seed)
     points = ([search.point.x] if search.point is not None else []) + list(best[: starts // 2])
     if not _climb(search, points, q, blocks, lo, hi, steps, deadline):
         return
@@ -280,6 +282,53 @@ def dense_ascent(search: WitnessSearch, deadline: float | None, samples: int = D
     return cur
 
 
+ASCENT_DIM = 16       # above this many inputs `smooth_ascent` replaces `dense_ascent` (random points and
+                      # perturbations almost never change the activation region in 784 dimensions)
+ASCENT_RESTARTS = 32  # restarts of one smoothed ascent (one float32 batch)
+ASCENT_REPLAYS = 4    # its best end points replayed
+TORCH_IMPORT_MARGIN = 20.0  # seconds the question must have left for the ascent to import torch (4 s on
+                            # an idle machine, over 20 s on a loaded one); with less, `dense_ascent`
+
+
+def high_dimensional(box: Box) -> bool:
+    """More than ASCENT_DIM free inputs: witnesses come from `smooth_ascent`."""
+    return int(np.sum(np.asarray(box.hi) > np.asarray(box.lo))) > ASCENT_DIM
+
+
+def smooth_ascent(search: WitnessSearch, deadline: float | None, seed: int = 0,
+                  box: tuple[np.ndarray, np.ndarray] | None = None, restarts: int = ASCENT_RESTARTS) -> np.ndarray:
+    """Witnesses from a gradient ascent on a smoothed Jacobian norm (`solvers.jacobian_ascent`)
+    over the question's box (or `box`, a sub-box of it), from its centre, the best witness so far
+    (when inside) and random points; the best end points are replayed (`_value_at`), the only
+    values kept. Returns the end points, best first. Falls back to `dense_ascent` when the
+    search's float32 copy of the weights does not fit in the memory budget, or when torch is not
+    loaded yet and the question has less than TORCH_IMPORT_MARGIN seconds left."""
+    import sys
+
+    from models.memory import fits
+
+    rem = search.budget.remaining()
+    if "torch" not in sys.modules and rem is not None and rem < TORCH_IMPORT_MARGIN:
+        return dense_ascent(search, deadline, seed=seed, box=box)  # (importing torch takes seconds)
+    from solvers.jacobian_ascent import ascend
+
+    q = search.question
+    lo, hi = (np.array(search.box.lo), np.array(search.box.hi)) if box is None else (np.asarray(box[0]), np.asarray(box[1]))
+    weights = [b.weight for b in search.blocks]
+    if not fits(4.0 * sum(w.size for w in weights) + 4.0 * restarts * 8 * max(max(w.shape) for w in weights)
+                * weights[-1].shape[0]):
+        return dense_ascent(search, deadline, seed=seed, box=box)
+    rng = np.random.default_rng(seed)
+    starts = [0.5 * (lo + hi)]
+    if search.point is not None and np.all((search.point.x >= lo) & (search.point.x <= hi)):
+        starts.append(search.point.x)
+    starts = np.vstack(starts + [rng.uniform(lo, hi, (max(restarts - len(starts), 1), lo.size))])
+    X, _ = ascend(weights, [b.bias for b in search.blocks], lo, hi, starts, q.p, q.q, q.target, deadline=deadline)
+    for x in X[:ASCENT_REPLAYS]:
+        _value_at(search, x, q)
+    return X
+
+
 def _climb(search, points, q, blocks, lo, hi, steps, deadline) -> bool:
     """Greedy walks from `points`, all together: each step estimates the neighbours of every
     walk in one batch (`norm_estimates`, float64, ranking only) and moves each walk to its best
@@ -367,4 +416,4 @@ def _neighbours(blocks, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, k: int = 
     return [c for _, c in cands[:k]]
 
 
-__all__ = ["MAX_CUTS", "WitnessSearch", "climb", "closed", "dense_ascent", "walk_regions"]
+__all__ = ["MAX_CUTS", "WitnessSearch", "climb", "closed", "dense_ascent", "high_dimensional", "smooth_ascent", "walk_regions"]

@@ -78,6 +78,8 @@ JACOBIAN_ALTERNATIVE = "use a global bound (certify global --method naive or ecl
 MAX_SIGN_OUTPUTS = 12
 LINEAR_FIRST_DIRECTIONS = 4  # input directions per box in the first round of linear bounds
 LINEAR_WORK = 3e9            # estimated multiply-adds per round of linear bounds (about a second)
+SLOW_RATE = 1e8             # multiply-adds per second assumed of a loaded machine, where a bound that cannot
+                            # be cut short is started only when it would end by the deadline at this rate
 LINEAR_CHUNK_WORK = 2e8      # with a deadline: linear bounds in chunks of about this much work, the
                              # deadline checked before each (a round of LINEAR_WORK took 1-4.5 s on a
                              # loaded 2-core machine: PTR steps ran seconds past their limit)
@@ -180,7 +182,7 @@ def _functional_bounds_of(weights, s_lo, s_hi, p: str, C: np.ndarray, length: in
                           linear_above: float | None = -math.inf, deadline: float | None = None) -> np.ndarray:
     """`_functional_bounds` of the functionals C in one piece."""
     from ..norms import dual
-    from ..rounding import round_up
+    from ..rounding import gamma
 
     B = s_lo[0].shape[0]
     what = "interval bounds of the Jacobian rows"
@@ -200,12 +202,40 @@ def _functional_bounds_of(weights, s_lo, s_hi, p: str, C: np.ndarray, length: in
     Bm = np.maximum(np.abs(GL), np.abs(GU)) + err
     if linear_above is not None:  # each entry of the row c^T J also bounded linearly (adjoint pass)
         Bm = _linear_rows(weights, s_lo, s_hi, C, Bm, p, linear_above, deadline)
-    vals = _row_norms(Bm, p).max(axis=1)
     d = dual(p)
-    if d == "linf":  # a maximum: no rounding
-        return vals
-    extra = 2 if d == "l1" else 4
-    return np.array([round_up(float(v), float(v), Bm.shape[2] + extra) for v in vals])
+    vals = _row_norms(Bm, p)  # (B, c)
+    if d != "linf":  # (a maximum needs no rounding; sums and square roots are rounded up)
+        n_round = Bm.shape[2] + (2 if d == "l1" else 4) + 2
+        vals = vals + 2.0 * gamma(n_round) * np.abs(vals) + 1e-300  # `round_up`, entrywise
+    if linear_above is not None and p == "linf":  # the rows' l1 norms bounded with u a variable too
+        vals = _input_linear(weights, s_lo, s_hi, C, vals, linear_above, deadline)
+    return vals.max(axis=1)
+
+
+def _input_linear(weights, s_lo, s_hi, C, vals: np.ndarray, above, deadline: float | None) -> np.ndarray:
+    """vals (B, c), sound bounds of ||c^T J||_1, tightened by `jacobian_input_linear` (the input
+    direction a variable of its box) on the boxes with a free slope whose bound exceeds `above`,
+    the largest first, within LINEAR_WORK multiply-adds (each box: two rows per free neuron and
+    one per functional through every map), each only when it would end by `deadline` at SLOW_RATE."""
+    from .jacobian_input_linear import input_linear_upper
+
+    best = vals.max(axis=1)
+    free = sum((sh > sl).sum(axis=1) for sl, sh in zip(s_lo, s_hi))
+    per_row = float(sum(W.size for W in weights))
+    work, out = 0.0, vals
+    for b in np.argsort(-best, kind="stable"):
+        cost = (2.0 * free[b] + C.shape[0]) * per_row
+        if free[b] == 0 or best[b] <= above or work + cost > LINEAR_WORK:
+            continue
+        if deadline is not None and time.perf_counter() + cost / SLOW_RATE >= deadline:
+            continue  # (it might not end by the deadline: a smaller box may)
+        work += cost
+        with working(8.0 * 4 * (2 * free[b] + C.shape[0]) * max(W.shape[1] for W in weights),
+                      "linear bounds of the Jacobian rows with the input direction free"):
+            up = input_linear_upper(weights, [s[b] for s in s_lo], [s[b] for s in s_hi], C)
+        out = out.copy() if out is vals else out
+        out[b] = np.minimum(out[b], up)
+    return out
 
 
 def _linear_rows(weights, s_lo, s_hi, C, Bm, p: str, above, deadline: float | None = None) -> np.ndarray:

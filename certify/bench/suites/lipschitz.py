@@ -1,6 +1,7 @@
 """`lipschitz`: exact local Lipschitz constants (MILP per back-end, Jacobian branch-and-bound, the
 Jacobian bound alone) on LipMIP's nets, seeded width and depth sweeps, digits-trained MLPs and an
-ACAS Xu net, plus the bound-tightening ablation (interval / symbolic / LP pre-activation bounds).
+ACAS Xu net, plus the bound-tightening ablation (interval / symbolic / LP pre-activation bounds);
+with the VNN-COMP data folder, MNIST- and CIFAR-sized nets (`lipschitz_images`, not in --quick).
 
 LipMIP's question on its suite: c = [1, -1] (margin 0-1), box [0, 1]^n, linf input. The reference
 values and times are those of LipMIP's own code (Jordan & Dimakis, NeurIPS 2020) with Gurobi on 2
@@ -92,7 +93,8 @@ def lipschitz_cases(instance: str, family: str, load, *, backends=MILP_BACKENDS,
 
 
 @suite("lipschitz", "exact local Lipschitz constants: LipMIP's nets (vs LipMIP's times), width/depth sweeps, digits "
-       "MLPs, ACAS Xu; MILP per back-end, Jacobian BaB, bound-tightening ablation",
+       "MLPs, ACAS Xu, and MNIST / CIFAR nets with --vnncomp-data DIR; MILP per back-end, Jacobian BaB, "
+       "bound-tightening ablation",
        default_time_limit=300.0, quick_time_limit=20.0)
 def lipschitz_suite(cfg: SuiteConfig) -> list[Case]:
     from models.zoo import LIPMIP_SUITE
@@ -131,4 +133,8 @@ def lipschitz_suite(cfg: SuiteConfig) -> list[Case]:
         x0 = np.array([0.6, -0.3, 0.1, 0.4, 0.2])
         load = lambda: (acas_net(1, 1), x0, 0.05)  # noqa: E731
         cases += lipschitz_cases("acasxu_1_1", "acasxu", load, size=net_size(acas_net(1, 1)), backends=("highs",))
+        from .lipschitz_images import image_cases
+        from .vnncomp import data_folder
+
+        cases += image_cases(data_folder(cfg.options.get("vnncomp_data")), lipschitz_cases)
     return cases

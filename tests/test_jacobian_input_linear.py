@@ -1,0 +1,80 @@
+"""Linear bounds of c^T J u with u free in [-1, 1]^n (`solvers.bounds.jacobian_input_linear`) and
+the Clarke-Jacobian bound that uses them above 12 linf inputs, against exhaustive enumeration:
+c^T J u is multilinear in the slopes and linear in u, so its maximum over the slope box and the
+input box is attained at a slope vertex with u = sign(J^T c); every vertex is enumerated here
+(the oracle), independently of the relaxation."""
+
+from __future__ import annotations
+
+from itertools import product
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from solvers.bounds.jacobian import clarke_norm_bound
+from solvers.bounds.jacobian_input_linear import input_linear_upper
+from tests.lipschitz_oracles import random_weights
+from tests.test_jacobian_linear import _slopes, _vertices
+
+
+def _jac(Ws, slopes):
+    J = Ws[0]
+    for s, W in zip(slopes, Ws[1:]):
+        J = W @ (s[:, None] * J)
+    return J
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 16), width=st.integers(2, 6), depth=st.integers(1, 3),
+       m=st.integers(1, 4), free=st.integers(0, 8))
+def test_the_bound_covers_every_slope_vertex(seed, n, width, depth, m, free):
+    rng = np.random.default_rng(seed)
+    sizes = [n] + [width] * depth + [m]
+    Ws = [W for W, _ in random_weights(sizes, seed)]
+    s_lo, s_hi = _slopes(rng, sizes, free)
+    C = rng.normal(size=(3, m))
+    up = input_linear_upper(Ws, s_lo, s_hi, C)
+    exact = np.max([np.abs(C @ _jac(Ws, v)).sum(axis=1) for v in _vertices(s_lo, s_hi)], axis=0)
+    assert np.all(up >= exact * (1 - 1e-12) - 1e-12)
+    if free == 0:  # one Jacobian: the bound is its value (up to the rounding allowance)
+        assert up == pytest.approx(exact, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_clarke_bound_above_12_inputs_covers_the_clarke_set_and_is_not_looser(seed, monkeypatch):
+    rng = np.random.default_rng(seed)
+    sizes = [20, 8, 7, 3]
+    Ws = [W for W, _ in random_weights(sizes, seed)]
+    s_lo, s_hi = _slopes(rng, sizes, 9)
+    signs = [np.array(c) for c in product((-1.0, 1.0), repeat=3)]
+    # ||J||_{inf->1} = max over c in {+-1}^3 of ||J^T c||_1, at the slope vertices
+    exact = max(np.abs(c @ _jac(Ws, v)).sum() for v in _vertices(s_lo, s_hi) for c in signs)
+    with_linear = clarke_norm_bound(Ws, s_lo, s_hi, "linf", "l1")
+    interval = clarke_norm_bound(Ws, s_lo, s_hi, "linf", "l1", linear_above=None)
+    assert exact * (1 - 1e-12) <= with_linear <= interval
+    import solvers.bounds.jacobian as jacobian_module
+
+    # the input-linear bound alone (the entrywise linear rows off: on 784 inputs their work cap skips them)
+    monkeypatch.setattr(jacobian_module, "_linear_rows", lambda weights, s_lo, s_hi, C, Bm, *a: Bm)
+    alone = clarke_norm_bound(Ws, s_lo, s_hi, "linf", "l1")
+    assert exact * (1 - 1e-12) <= alone < interval
+    monkeypatch.undo()
+    target = rng.normal(size=3)  # a scalar target: ||J^T c||_1
+    exact_t = max(np.abs(target @ _jac(Ws, v)).sum() for v in _vertices(s_lo, s_hi))
+    assert exact_t * (1 - 1e-12) <= clarke_norm_bound(Ws, s_lo, s_hi, "linf", None, target=target) \
+        <= clarke_norm_bound(Ws, s_lo, s_hi, "linf", None, target=target, linear_above=None)
+
+
+
+def test_no_linear_bound_starts_past_the_deadline():
+    import time
+
+    rng = np.random.default_rng(3)
+    sizes = [20, 8, 7, 3]
+    Ws = [W for W, _ in random_weights(sizes, 3)]
+    s_lo, s_hi = _slopes(rng, sizes, 9)
+    interval = clarke_norm_bound(Ws, s_lo, s_hi, "linf", "l1", linear_above=None)
+    assert clarke_norm_bound(Ws, s_lo, s_hi, "linf", "l1", deadline=time.perf_counter() - 1.0) == interval
+    assert clarke_norm_bound(Ws, s_lo, s_hi, "linf", "l1") < interval
