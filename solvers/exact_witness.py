@@ -27,6 +27,7 @@ import numpy as np
 from models.ir import Network
 
 from .bounds.types import relu_blocks
+from .rational import solve_square
 from .regions import _exact_region_rows, _region_lp, _solve
 
 MAX_EXACT_WORK = 200_000  # rational multiply-adds (the Jacobian and the rows)
@@ -77,24 +78,7 @@ def _vertex(A_f: np.ndarray, b_f: np.ndarray, z: np.ndarray, A: np.ndarray, b: n
                 break
     if len(chosen) < k:
         return None
-    return _solve_exact([list(A[i]) for i in chosen], [b[i] for i in chosen])
-
-
-def _solve_exact(M: list[list[Fraction]], r: list[Fraction]) -> list[Fraction] | None:
-    k = len(M)
-    aug = [list(row) + [rhs] for row, rhs in zip(M, r)]
-    for col in range(k):
-        piv = next((i for i in range(col, k) if aug[i][col] != 0), None)
-        if piv is None:
-            return None
-        aug[col], aug[piv] = aug[piv], aug[col]
-        inv = 1 / aug[col][col]
-        aug[col] = [v * inv for v in aug[col]]
-        for i in range(k):
-            if i != col and aug[i][col] != 0:
-                f = aug[i][col]
-                aug[i] = [a - f * c for a, c in zip(aug[i], aug[col])]
-    return [aug[i][k] for i in range(k)]
+    return solve_square([list(A[i]) for i in chosen], [b[i] for i in chosen])
 
 
 def _exact_jacobian(blocks, pattern) -> np.ndarray:

@@ -26,6 +26,7 @@ import numpy as np
 from models.ir import Network
 
 from .bounds.types import relu_blocks
+from .rational import rref
 
 
 @dataclass
@@ -311,24 +312,7 @@ def _exact_dual(A_s: np.ndarray, y_float: np.ndarray) -> list[Fraction] | None:
     """Exact y >= 0 (hopefully) with A_s^T y = (0, ..., 0, 1): the t-column sums to 1, the xi
     columns cancel. Free unknowns keep their float values; pivots are solved exactly."""
     m, k = A_s.shape  # k = n + 1 equations, m unknowns
-    aug = [[A_s[i, j] for i in range(m)] + [Fraction(int(j == k - 1))] for j in range(k)]
-    pivots = []
-    r = 0
-    for col in range(m):
-        piv = next((i for i in range(r, k) if aug[i][col] != 0), None)
-        if piv is None:
-            continue
-        aug[r], aug[piv] = aug[piv], aug[r]
-        inv = 1 / aug[r][col]
-        aug[r] = [v * inv for v in aug[r]]
-        for i in range(k):
-            if i != r and aug[i][col] != 0:
-                f = aug[i][col]
-                aug[i] = [a - f * b for a, b in zip(aug[i], aug[r])]
-        pivots.append(col)
-        r += 1
-        if r == k:
-            break
+    aug, pivots = rref([[A_s[i, j] for i in range(m)] + [Fraction(int(j == k - 1))] for j in range(k)], m)
     if any(all(v == 0 for v in row[:m]) and row[m] != 0 for row in aug):
         return None  # inconsistent: the float support was wrong
     y = [Fraction(float(v)) for v in y_float]

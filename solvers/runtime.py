@@ -15,6 +15,9 @@
   sets the stop flag at once, and when the command has not finished (or started printing) about a
   second later it prints "interrupted (no result)" on stderr, kills solver subprocesses and exits
   with 130. A second Ctrl-C exits at once.
+  The watchdog also ends a command whose stage has not stopped OVERRUN_GRACE seconds past the
+  command deadline (a C call or model loading that polls nothing): the same partial result (status
+  `time_limit`, `stop_reason`) or "no result", exit 124.
 - `offer_partial(render)`: the running command's sound result so far (a callable returning its
   text); the watchdog prints it on the command's stdout (`set_result_fd`) instead of "no result"
   when a solver does not stop within the grace period.
@@ -175,6 +178,18 @@ def interruptible() -> Iterator[None]:
 #: seconds between a Ctrl-C and the forced exit when the command has not produced its result
 GRACE = 1.0
 INTERRUPTED_EXIT = 130
+#: seconds past the command deadline after which the watchdog ends a command whose stage did not
+#: stop (a long C call, model loading): printed result or none, exit TIME_LIMIT_EXIT
+OVERRUN_GRACE = 1.5
+TIME_LIMIT_EXIT = 124  # (as coreutils' `timeout`)
+_POLL = 0.2  # the watchdog's wake-up period while no Ctrl-C came (it watches the command deadline)
+_STOP_REASON = "interrupted"
+
+
+def stop_reason() -> str:
+    """Why the watchdog ends the command: "interrupted" (Ctrl-C) or "time_limit" (a stage ran
+    OVERRUN_GRACE past the command deadline): the status of the partial result it prints."""
+    return _STOP_REASON
 
 _WATCHDOG: "_Watchdog | None" = None
 _CHILDREN: set = set()
@@ -241,12 +256,16 @@ class _Watchdog:
     def _run(self) -> None:
         first: float | None = None
         while not self.done.is_set():
-            timeout = None if first is None else max(first + GRACE - time.perf_counter(), 0.0)
+            timeout = _POLL if first is None else max(first + GRACE - time.perf_counter(), 0.0)
             if first is not None and timeout <= 0:
                 if _OUTPUT.is_set():  # printing the result: let it finish
                     self.done.wait()
                     return
                 self.exit()
+            end = _COMMAND_DEADLINE
+            if first is None and end is not None and time.perf_counter() >= end + OVERRUN_GRACE \
+                    and not _OUTPUT.is_set() and not self.done.is_set():
+                self.exit(time_limit=True)
             ready, _, _ = select.select([self.read_fd], [], [], timeout)
             if not ready:
                 continue
@@ -263,17 +282,25 @@ class _Watchdog:
                 elif not _OUTPUT.is_set():  # a second Ctrl-C: stop now
                     self.exit()
 
-    def exit(self) -> None:
+    def exit(self, time_limit: bool = False) -> None:
+        global _STOP_REASON
+        if time_limit:
+            _STOP_REASON = "time_limit"
+            _FLAG.set()  # solvers still polling stop; the partial result says time_limit
         kill_children()
-        what = "interrupted (no result)"
+        if time_limit:
+            what = (f"time limit: a stage did not stop within {OVERRUN_GRACE:g} s of --time-limit (no result)")
+        else:
+            what = "interrupted (no result)"
         if _write_partial():
-            what = ("interrupted: a solver did not stop within a second, so the sound interval it had reached is "
-                    "printed (no witness point)")
+            what = ((f"time limit: a stage did not stop within {OVERRUN_GRACE:g} s of --time-limit" if time_limit else
+                     "interrupted: a solver did not stop within a second")
+                    + ", so the sound interval it had reached is printed (no witness point)")
         try:
             os.write(2, f"certify{' ' + self.label if self.label else ''}: {what}\n".encode())
         except OSError:
             pass
-        os._exit(INTERRUPTED_EXIT)
+        os._exit(TIME_LIMIT_EXIT if time_limit else INTERRUPTED_EXIT)
 
 
 _PARTIAL: Callable[[], str | None] | None = None

@@ -348,6 +348,42 @@ def test_the_watchdog_prints_the_certified_interval_reached_when_a_solver_ignore
     assert (out["lower"], out["upper"], out["status"], out["certified"]) == (1.25, 7.5, "interrupted", True)
     assert R._PARTIAL is None  # withdrawn when the command ends
 
+_STUCK_STAGE = """
+import sys, time
+from solvers import runtime as R
+partial = sys.argv[1] == "partial"
+with R.watchdog("stuck"):
+    R.set_result_fd(1)
+    if partial:
+        R.offer_partial(lambda: '{"status": "%s", "lower": 1.0, "upper": 2.0}\\n' % R.stop_reason())
+    R.set_command_deadline(time.perf_counter() + 0.3)
+    end = time.perf_counter() + 30
+    while time.perf_counter() < end:  # a stage that polls nothing (model loading, a long C call)
+        time.sleep(0.01)
+print("finished")
+"""
+
+
+@pytest.mark.parametrize("partial", [True, False])
+def test_the_watchdog_ends_a_stage_that_ignores_the_time_limit(partial):
+    """A stage that never checks the command deadline: the watchdog ends the command
+    OVERRUN_GRACE after it (exit 124) with the partial result, status time_limit, or "no result"."""
+    from solvers.runtime import OVERRUN_GRACE, TIME_LIMIT_EXIT
+
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", _STUCK_STAGE, "partial" if partial else "none"],
+                          capture_output=True, text=True, timeout=60, cwd=Path(__file__).parents[1])
+    wall = time.perf_counter() - t0
+    assert proc.returncode == TIME_LIMIT_EXIT, proc.stderr
+    assert 0.3 + OVERRUN_GRACE <= wall < 0.3 + OVERRUN_GRACE + 10  # not the stage's 30 s (start-up under load)
+    assert "finished" not in proc.stdout
+    assert "time limit" in proc.stderr and proc.stderr.count("\n") == 1
+    if partial:
+        assert json.loads(proc.stdout) == {"status": "time_limit", "lower": 1.0, "upper": 2.0}
+    else:
+        assert proc.stdout == "" and "no result" in proc.stderr
+
+
 # ----------------------------------------------------------------------------- slow: every back-end
 def _gurobi_usable() -> bool:
     try:

@@ -9,7 +9,8 @@ The runtime contract (`main` called as the program, i.e. without arguments; `run
 
 - `--time-limit` of a single-question command (`TIME_LIMITS`) is the whole command's wall-clock
   budget counted from process start: it becomes the process-wide command deadline
-  (`solvers.runtime.set_command_deadline`) before the model is loaded, which every `Budget` obeys.
+  (`solvers.runtime.set_command_deadline`) before the model is loaded, which every `Budget` obeys;
+  a stage that polls nothing is ended by the watchdog 1.5 s past it (partial result, exit 124).
 - Ctrl-C at any moment sets the stop flag every solver polls; the result reached so far is printed
   and the exit code is 130. The watchdog (`solvers.runtime.watchdog`) exits with 130 and
   "interrupted (no result)" when the command has not produced its result a second later.

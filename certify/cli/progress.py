@@ -75,7 +75,7 @@ class LiveResult:
         if self.json:
             return json.dumps(to_jsonable(result)) + "\n"
         return (f"{result['kind']}: certified [{_num(result['lower'])}, {_num(result['upper'])}] "
-                f"(status interrupted, after {ev.elapsed:.1f}s)\n")
+                f"(status {result['status']}, after {ev.elapsed:.1f}s)\n")
 
     def close(self) -> None:
         from solvers.runtime import offer_partial
@@ -88,13 +88,17 @@ class LiveResult:
 def partial_certificate(kind: str, ev: Progress, **fields) -> dict:
     """A certificate (schema certify.certificate/1) of the interval of a progress event, status
     interrupted: what the watchdog prints when a solver does not stop in time (see LiveResult)."""
+    from solvers.runtime import OVERRUN_GRACE, stop_reason
+
     from ..certificate import SCHEMA
 
-    return {"schema": SCHEMA, "kind": kind, "lower": ev.lower, "upper": ev.upper, "status": "interrupted",
+    reason = stop_reason()
+    why = (f"the time limit passed while a stage was running; it did not stop within {OVERRUN_GRACE:g} s"
+           if reason == "time_limit" else "interrupted while a solver was running; it did not stop within a second")
+    return {"schema": SCHEMA, "kind": kind, "lower": ev.lower, "upper": ev.upper, "status": reason,
             "certified": True, "exact": False, "seconds": ev.elapsed,
-            "notes": ["interrupted while a solver was running; it did not stop within a second, so this is the "
-                      "certified interval reported by the last progress event (its lower bound's witness point is "
-                      "not included)"], **fields}
+            "notes": [why + ", so this is the certified interval reported by the last progress event (its lower "
+                      "bound's witness point is not included)"], **fields}
 
 
 def status_line(args) -> StatusLine | None:

@@ -30,7 +30,7 @@ from solvers.regions import interior_point
 from solvers.runtime import Budget, past
 
 from .certificate import LipschitzCertificate
-from .options import LocalOptions, NormQuestion
+from .options import DEFAULT_MIP_GAP, LocalOptions, NormQuestion
 from .witness import WitnessSearch, closed
 
 REGION_UNSTABLE = 40    # questions with at most this many unstable ReLUs try the enumeration ...
@@ -79,13 +79,15 @@ def region_stage(net, box, question: NormQuestion, opts: LocalOptions, nb: Bound
 def _certificate(box, question: NormQuestion, opts: LocalOptions, nb: Bounds, search: WitnessSearch, budget: Budget,
                  upper: float, enum: Enumeration, ties: int) -> LipschitzCertificate:
     lower = search.lower
+    # closed to the user's --mip-gap ends the search; only closed to round-off is optimal
+    status = "optimal" if closed(lower, upper, DEFAULT_MIP_GAP) else "open_gap"
     notes = [f"exact: {len(enum.leaves)} activation region(s) enumerated, {enum.pruned} branch(es) proven to have "
              "no interior (Farkas certificates)" + (f", {ties} duplicated/negated neuron(s) tied" if ties else "")]
     if search.exact_witness:
         notes.append("the witness lies in a region thinner than float64 resolution: it was found and replayed in "
                      "exact rational arithmetic (its coordinates are rounded to float64 for display)")
     return LipschitzCertificate(
-        lower=float(lower), upper=float(upper), status="optimal", certified=True, box=box, input_norm=question.p,
+        lower=float(lower), upper=float(upper), status=status, certified=True, box=box, input_norm=question.p,
         output_norm=question.q, seconds=budget.elapsed(), notes=notes, backend="none",
         witness=None if search.point is None else search.point.x, target=question.target, margin=question.margin,
         method="regions", nodes=enum.lps, mip_gap=opts.mip_gap, time_limit=opts.time_limit, bounds=opts.bounds,

@@ -103,6 +103,7 @@ def local_lipschitz(
         if opts.method == "auto":  # small nets: their activation regions, exactly
             exact, fast = region_stage(net, box, question, opts, nb, search, budget, fast)
             if exact is not None:
+                LiveProgress(progress, search, budget).proven(exact.upper)
                 return exact
         walk_regions(search, budget.stage(0.1))
         live = LiveProgress(progress, search, budget)
