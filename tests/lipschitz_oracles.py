@@ -20,6 +20,14 @@ def random_weights(sizes, seed: int, bias: float = 0.3) -> list[tuple[np.ndarray
     return [(rng.standard_normal((b, a)) / np.sqrt(a), rng.standard_normal(b) * bias) for a, b in zip(sizes, sizes[1:])]
 
 
+def random_box_case(seed: int, n: int, width: int, depth: int, m: int, radius: float):
+    """(weights, lo, hi): a random n-width^depth-m net and a box of the given radius around a
+    random centre in [-0.5, 0.5]^n (the property tests' tiny questions)."""
+    w = random_weights([n] + [width] * depth + [m], seed)
+    center = np.random.default_rng(seed).uniform(-0.5, 0.5, n)
+    return w, center - radius, center + radius
+
+
 def _has_interior(A: np.ndarray, b: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
     """Does {x in [lo, hi]: A x <= b} contain a ball of radius > 1e-7 (relative to the box)?"""
     n = lo.size

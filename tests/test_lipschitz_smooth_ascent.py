@@ -20,7 +20,7 @@ from models.box import Box
 from models.ir import sequential
 from solvers.jacobian_ascent import ascend
 from solvers.runtime import Budget
-from tests.lipschitz_oracles import exact_lipschitz, jacobian, opnorm, random_weights
+from tests.lipschitz_oracles import exact_lipschitz, jacobian, opnorm, random_box_case, random_weights
 
 N = 40  # inputs of the corner net
 
@@ -98,10 +98,8 @@ def test_ascent_points_lie_in_the_box_and_their_estimates_are_their_norms(p, q, 
        radius=st.floats(0.05, 1.0))
 def test_smooth_ascent_never_exceeds_the_exact_constant(seed, n, width, depth, m, pair, radius):
     p, q = pair
-    w = random_weights([n] + [width] * depth + [m], seed)
+    w, lo, hi = random_box_case(seed, n, width, depth, m, radius)
     net = sequential(w)
-    center = np.random.default_rng(seed).uniform(-0.5, 0.5, n)
-    lo, hi = center - radius, center + radius
     search = _search(net, lo, hi, p, q)
     X = smooth_ascent(search, None, seed=seed, restarts=8)
     assert np.all(X >= lo) and np.all(X <= hi)

@@ -20,7 +20,7 @@ from models.box import Box
 from models.ir import sequential
 from solvers.bounds.types import relu_blocks
 from solvers.runtime import Budget
-from tests.lipschitz_oracles import exact_lipschitz, jacobian, opnorm, random_weights
+from tests.lipschitz_oracles import exact_lipschitz, jacobian, opnorm, random_box_case, random_weights
 
 PAIRS = [("linf", "l1"), ("linf", "linf"), ("l1", "l1"), ("l2", "l1"), ("linf", "l2")]
 NETS = {"a": ([2, 6, 6, 2], 3), "b": ([3, 5, 4, 3], 11), "c": ([4, 4, 4, 4, 2], 7)}
@@ -83,10 +83,8 @@ def test_search_reaches_the_exact_constant_on_tiny_nets(name, p, q):
        m=st.integers(1, 3), pair=st.sampled_from(PAIRS), radius=st.floats(0.05, 1.0))
 def test_dense_ascent_never_exceeds_the_exact_constant(seed, n, width, depth, m, pair, radius):
     p, q = pair
-    w = random_weights([n] + [width] * depth + [m], seed)
+    w, lo, hi = random_box_case(seed, n, width, depth, m, radius)
     net = sequential(w)
-    center = np.random.default_rng(seed).uniform(-0.5, 0.5, n)
-    lo, hi = center - radius, center + radius
     exact = exact_lipschitz(w, lo, hi, p, q)
     search = _search(net, lo, hi, p, q)
     dense_ascent(search, None, samples=512, rounds=10, pop=32, seed=seed)
