@@ -16,8 +16,8 @@ from models.ir import sequential
 from solvers.neuron_ties import neuron_ties
 from tests.lipschitz_oracles import exact_lipschitz, jacobian, opnorm
 
-DEGENERATE = Path("/work/shared/data/degenerate/net267.onnx")
-SOUNDNESS = Path("/work/shared/data/soundness/net8.onnx")
+DEGENERATE = Path(__file__).parent / "data" / "degenerate" / "net267.onnx"
+SOUNDNESS = Path(__file__).parent / "data" / "soundness" / "net8.onnx"
 
 
 def test_ties_are_exact_proportionality_only():
@@ -35,7 +35,6 @@ def test_ties_are_exact_proportionality_only():
     assert ties == {(0, 1, True), (0, 2, False)}
 
 
-@pytest.mark.skipif(not DEGENERATE.exists(), reason="shared data not present")
 @pytest.mark.parametrize("backend", ["auto", "highs", "cbc"])
 def test_degenerate_net_closes_to_the_published_exact_value(backend):
     net = certify.load_onnx(str(DEGENERATE))
@@ -53,7 +52,6 @@ def test_degenerate_net_closes_to_the_published_exact_value(backend):
     assert np.abs(J).sum(axis=1).max() == pytest.approx(cert.lower, rel=1e-9)
 
 
-@pytest.mark.skipif(not SOUNDNESS.exists(), reason="shared data not present")
 def test_sliver_region_of_a_rounded_duplicate_gets_an_exact_witness():
     """Rows 1 and 3 of net8's first layer are proportional only up to float rounding: between
     their hyperplanes lies a region ~1e-16 wide (checked here in rationals), whose Jacobian
