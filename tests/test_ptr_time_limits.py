@@ -18,6 +18,7 @@ limit (PuLP's model writing outside the limit, CBC's root LP not checking it).
 from __future__ import annotations
 
 import itertools
+import os
 import time
 
 import numpy as np
@@ -28,7 +29,14 @@ from certify.ptr.decide import ACCEPT, REJECT, UNDECIDED
 from models.ir import sequential
 from tests.lipschitz_oracles import exact_lipschitz, random_weights
 
-SLACK = 1.0  # seconds a step or a query may run past its limit
+SLACK = 1.0  # seconds a step or a query may run past its limit on an otherwise idle machine
+
+
+def slack() -> float:
+    """SLACK scaled by how oversubscribed the cores are (1-minute load per core, at least 1): a
+    step's uninterruptible pieces take longer in wall time when other processes share the cores,
+    which a limit measured on an idle machine must allow for (else the test is flaky under load)."""
+    return SLACK * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
 
 
 # ------------------------------------------------------------------------------ independent oracles
@@ -123,7 +131,7 @@ def test_small_net_searches_hold_half_second_steps_and_decide_like_region_enumer
 
         search.decide = decide
         found = search.search(proposal)
-        assert max(walls) <= 0.5 + SLACK, walls
+        assert max(walls) <= 0.5 + slack(), walls
         for s in found.steps:
             check_step(weights, search, s, grid_points=200)
         accepted = [s for s in found.steps if s.decision == ACCEPT]
@@ -147,7 +155,7 @@ def test_eight_input_widest_step_holds_its_limit_through_the_branch_and_bound(se
     box = search.box(K)
     proposal = 1.3 * sampled_max(weights, np.array(box.lo), np.array(box.hi))
     s, wall = timed_decide(search, K, proposal)
-    assert wall <= limit + SLACK and s.seconds <= limit + SLACK, (wall, s)
+    assert wall <= limit + slack() and s.seconds <= limit + slack(), (wall, s)
     check_step(weights, search, s)
 
 
@@ -164,7 +172,7 @@ def test_the_cheap_bounds_count_against_the_step():
     box = search.box(K)
     lower = sampled_max(weights, np.array(box.lo), np.array(box.hi))
     s, wall = timed_decide(search, K, 1.02 * lower)
-    assert wall <= 0.5 + SLACK, (wall, s)
+    assert wall <= 0.5 + slack(), (wall, s)
     check_step(weights, search, s)
     if s.upper is not None:  # whatever bound the step kept is sound
         assert s.upper >= lower * (1 - 1e-9)
@@ -182,7 +190,7 @@ def test_milp_only_step_holds_half_a_second(backend):
     search = StabilitySearch(net, x, grid, step_time_limit=0.5, backend=backend)
     box = search.box(K)
     s, wall = timed_decide(search, K, sampled_max(weights, np.array(box.lo), np.array(box.hi), n=1000))
-    assert wall <= 0.5 + SLACK, (wall, s)
+    assert wall <= 0.5 + slack(), (wall, s)
     check_step(weights, search, s)
 
 
@@ -201,7 +209,7 @@ def test_query_time_limit_holds_and_decided_steps_are_right():
     r = ptr(net, x, 0.1, epsilon=1.0, delta=1e-5, proposal=proposal, step_time_limit=2.0, time_limit=1.0,
             backend="highs", sampler=0)
     wall = time.perf_counter() - t
-    assert wall <= 1.0 + SLACK, (wall, [(s.method, s.seconds) for s in r.steps])
+    assert wall <= 1.0 + slack(), (wall, [(s.method, s.seconds) for s in r.steps])
     search = StabilitySearch(net, x, grid)  # (boxes only)
     for s in r.steps:
         check_step(weights, search, s)
@@ -224,7 +232,7 @@ def test_report_search_time_limit_covers_every_proposal():
     search = StabilitySearch(net, x, grid, step_time_limit=2.0, time_limit=1.0, backend="highs")
     results = [search.search(p) for p in proposals]
     wall = time.perf_counter() - t
-    assert wall <= 1.0 + SLACK, wall
+    assert wall <= 1.0 + slack(), wall
     for found in results:
         for s in found.steps:
             check_step(weights, search, s)
@@ -287,7 +295,7 @@ def test_milp_backends_hold_their_time_limit(backend):
     t = time.perf_counter()
     res = solver.solve(milp.model, SolveOptions(time_limit=0.3, threads=1))
     wall = time.perf_counter() - t
-    assert wall <= 0.3 + SLACK, (wall, res.message)
+    assert wall <= 0.3 + slack(), (wall, res.message)
     assert res.status in ("time_limit", "optimal", "interrupted"), res
     if res.x is not None and res.objective is not None and res.bound is not None:
         assert res.bound >= res.objective * (1 - 1e-6) - 1e-6  # (a result, if any, is consistent)
