@@ -277,3 +277,42 @@ def test_ptr_point_batch_rows_match_single_queries(tmp_path):
     again = run_batch(lambda *a, **k: pytest.fail("nothing left to do"), list(xs), context=ctx, out=str(out),
                       progress=False)
     assert [r["released"] for r in again] == [r["released"] for r in rows]
+
+
+def test_report_html_names_what_proved_each_upper_bound(report_dir):
+    """The per-point table of report.html: one row per JSON point, whose "upper proven by" cell is the
+    point's `proven_by` (a non-empty description), next to the same upper bound."""
+    from html.parser import HTMLParser
+
+    class Tables(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.tables, self._cell = [], None
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "table":
+                self.tables.append([])
+            elif tag == "tr":
+                self.tables[-1].append([])
+            elif tag in ("td", "th"):
+                self._cell = ""
+
+        def handle_endtag(self, tag):
+            if tag in ("td", "th"):
+                self.tables[-1][-1].append(self._cell)
+                self._cell = None
+
+        def handle_data(self, data):
+            if self._cell is not None:
+                self._cell += data
+
+    report = json.loads((report_dir / "report.json").read_text())
+    parser = Tables()
+    parser.feed((report_dir / "report.html").read_text())
+    [table] = [t for t in parser.tables if t and "upper proven by" in t[0]]
+    head, rows = table[0], table[1:]
+    assert len(rows) == len(report["points"])
+    col, up = head.index("upper proven by"), head.index("upper")
+    for row, point in zip(rows, report["points"]):
+        assert point["proven_by"] and row[col] == point["proven_by"]
+        assert float(row[up]) == pytest.approx(point["upper"], rel=1e-5)

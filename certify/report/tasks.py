@@ -46,6 +46,8 @@ def _proof_name(cert: Any) -> str:
         return f"MILP bound ({cert.backend}) re-proven outside the solver"
     if cert.method == "bab":
         return "Lipschitz branch-and-bound"
+    if cert.method == "regions":
+        return "activation-region enumeration (each region's norm certified)"
     return f"{cert.method} bound"
 
 
