@@ -73,3 +73,19 @@ def test_tied_neurons_do_not_count_against_the_region_stage():
     auto = certify.local_lipschitz(sequential(w), np.zeros(2), 1.0)
     assert auto.method == "regions" and auto.status == "optimal", auto.notes
     assert _contains(auto, exact)
+
+
+def test_demo_comparison_line_is_measured_in_the_run(capsys):
+    """`make demo`'s comparison: each method's certificate seconds from this run (none quoted), and
+    its ratio to the fastest of them."""
+    import re
+
+    from certify.demo import demo_lipschitz_methods
+
+    demo_lipschitz_methods(("bounds", "bab"), time_limit=60)
+    rows = re.findall(r"--method (\w+)\s+([\d.]+) s\s+\(([\d.]+)x the fastest\)", capsys.readouterr().out)
+    assert [r[0] for r in rows] == ["bounds", "bab"]
+    seconds = [float(r[1]) for r in rows]
+    assert all(s > 0 for s in seconds)
+    for s, ratio in zip(seconds, (float(r[2]) for r in rows)):
+        assert abs(ratio - s / min(seconds)) <= 0.05 + 0.01 * s / min(seconds)
