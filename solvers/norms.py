@@ -62,6 +62,20 @@ def _sign_columns(bits: int) -> np.ndarray:
     return out
 
 
+def _max_over_signs(A: np.ndarray, value) -> float:
+    """max over u in {-1,1}^n of value(A @ U) (column-wise, for a batch U of sign columns), for a
+    value even in u: u_0 = +1 is fixed and the rest enumerated in chunks of cached sign columns."""
+    n = A.shape[1]
+    chunk_bits = min(n - 1, 14)
+    split = n - chunk_bits  # columns [0, split) take the outer signs (u_0 = +1), the rest the chunk
+    low = A[:, split:] @ _sign_columns(chunk_bits)  # the chunk's part of A u, once for all outer signs
+    best = 0.0
+    for high in product((-1.0, 1.0), repeat=split - 1):
+        shift = A[:, 0] + A[:, 1:split] @ np.array(high, dtype=np.float64)
+        best = max(best, float(np.max(value(low + shift[:, None]))))
+    return best
+
+
 def _inf_to_one_exact(M: np.ndarray, max_enumeration: int = MAX_ENUMERATION) -> float:
     """max_{u in {-1,1}^n} ||M u||_1, enumerating sign vectors of the smaller side."""
     if M.shape[1] > M.shape[0]:
@@ -71,15 +85,7 @@ def _inf_to_one_exact(M: np.ndarray, max_enumeration: int = MAX_ENUMERATION) -> 
         return 0.0
     if n > max_enumeration:
         raise ValueError(f"exact linf->l1 norm needs 2^{n} sign vectors")
-    best = 0.0
-    # fix u_0 = +1 (u and -u give the same value); enumerate the rest in chunks
-    rest = n - 1
-    chunk_bits = min(rest, 14)
-    low = _sign_columns(chunk_bits)
-    for high in product((-1.0, 1.0), repeat=rest - chunk_bits):
-        signs = np.vstack([np.ones((1, low.shape[1])), np.tile(np.array(high)[:, None], (1, low.shape[1])), low])
-        best = max(best, float(np.max(np.sum(np.abs(M @ signs), axis=0))))
-    return best
+    return _max_over_signs(M, lambda Y: np.sum(np.abs(Y), axis=0))
 
 
 def operator_norm(M: np.ndarray, p: str, q: str, max_enumeration: int = MAX_ENUMERATION) -> float:
@@ -106,8 +112,9 @@ def operator_norm(M: np.ndarray, p: str, q: str, max_enumeration: int = MAX_ENUM
     n = A.shape[1]
     if n > max_enumeration:
         raise ValueError(f"exact {p}->{q} norm needs 2^{n} sign vectors")
-    signs = np.array(list(product((-1.0, 1.0), repeat=n))).T
-    return float(np.max(np.linalg.norm(A @ signs, axis=0)))
+    if n == 0 or A.shape[0] == 0:
+        return 0.0
+    return _max_over_signs(A, lambda Y: np.linalg.norm(Y, axis=0))
 
 
 def _sum_abs_up(M: np.ndarray) -> float:

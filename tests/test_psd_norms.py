@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solvers.norms import gram_norm_upper, operator_norm_upper, spectral_norm_upper
+from solvers.norms import gram_norm_upper, operator_norm, operator_norm_upper, spectral_norm_upper
 from solvers.psd import prove_psd
 from solvers.rounding import frobenius_up, mul_up, sqrt_up
 
@@ -128,3 +128,19 @@ def test_operator_norm_upper_beyond_enumeration_still_bounds_samples():
     assert np.max(np.abs(M @ u).sum(axis=0)) <= operator_norm_upper(M, "l2", "l1")
     v = rng.choice([-1.0, 1.0], size=(40, 2000))
     assert np.max(np.linalg.norm(M @ v, axis=0)) <= operator_norm_upper(M, "linf", "l2")
+
+
+@pytest.mark.parametrize("shape", [(5, 16), (16, 16), (2, 17), (7, 1)])
+def test_exact_sign_enumeration_beyond_one_chunk_matches_brute_force(shape):
+    """The NP-hard pairs enumerate 2^14-column chunks of sign vectors (u_0 = +1 fixed): more than
+    15 columns also loops over the outer signs. Oracle: every sign vector at once."""
+    M = np.random.default_rng(shape[0] * 31 + shape[1]).standard_normal(shape)
+    def brute(A, value):
+        U = np.array(list(product((-1.0, 1.0), repeat=A.shape[1]))).T
+        return float(np.max(value(A @ U)))
+    l1 = lambda Y: np.abs(Y).sum(axis=0)  # noqa: E731
+    l2 = lambda Y: np.linalg.norm(Y, axis=0)  # noqa: E731
+    small = M if M.shape[1] <= M.shape[0] else M.T  # linf->l1 enumerates the smaller side
+    for (p, q), want in {("linf", "l1"): brute(small, l1), ("linf", "l2"): brute(M, l2),
+                         ("l2", "l1"): brute(M.T, l2)}.items():
+        assert operator_norm(M, p, q) == pytest.approx(want, rel=1e-12)

@@ -1,0 +1,91 @@
+"""`method="auto"`'s measured rule (region stage before the input-splitting branch-and-bound only
+with few untied unstable ReLUs): what it picks, and that its interval holds the exact constant
+(independent oracle: `tests.lipschitz_oracles.exact_lipschitz`, a brute-force region enumeration)
+and is no wider than that of the single method it picks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import certify
+from certify.lipschitz.options import AUTO_REGIONS_BEFORE_BAB
+from models.ir import sequential
+from tests.lipschitz_oracles import exact_lipschitz, random_weights
+
+
+def _unstable(w, lo, hi) -> int:
+    """Neurons taking both signs on sampled points of the box (a lower bound on any sound count)."""
+    x = np.random.default_rng(0).uniform(lo, hi, (4000, lo.size))
+    total, h = 0, x
+    for W, b in w[:-1]:
+        z = h @ W.T + b
+        total += int(np.sum((z > 0).any(axis=0) & (z < 0).any(axis=0)))
+        h = np.maximum(z, 0.0)
+    return total
+
+
+def _contains(cert, exact: float) -> bool:
+    return cert.lower <= exact * (1 + 1e-9) and exact <= cert.upper * (1 + 1e-9)
+
+
+def test_many_unstable_relus_on_two_inputs_go_to_the_branch_and_bound():
+    w = random_weights([2, 14, 2], 1)
+    lo, hi = np.full(2, -1.0), np.full(2, 1.0)
+    assert _unstable(w, lo, hi) > AUTO_REGIONS_BEFORE_BAB  # (so the rule has something to decide)
+    net = sequential(w)
+    exact = exact_lipschitz(w, lo, hi, "linf", "l1")
+    auto = certify.local_lipschitz(net, np.zeros(2), 1.0, time_limit=60)
+    bab = certify.local_lipschitz(net, np.zeros(2), 1.0, method="bab", time_limit=60)
+    assert auto.method == "bab" and auto.status == "optimal", auto.notes
+    assert _contains(auto, exact) and _contains(bab, exact)
+    assert auto.upper - auto.lower <= (bab.upper - bab.lower) + 1e-9 * exact
+
+
+@pytest.mark.parametrize("norms", [("linf", "l1"), ("l1", "linf"), ("linf", "linf")])
+def test_few_unstable_relus_are_enumerated_first(norms):
+    w = random_weights([3, 5, 4, 2], 7)
+    lo, hi = np.full(3, -0.6), np.full(3, 0.6)
+    assert 0 < _unstable(w, lo, hi) <= AUTO_REGIONS_BEFORE_BAB
+    exact = exact_lipschitz(w, lo, hi, *norms)
+    auto = certify.local_lipschitz(sequential(w), np.zeros(3), 0.6, input_norm=norms[0], output_norm=norms[1])
+    assert auto.method == "regions" and auto.status == "optimal", auto.notes
+    assert _contains(auto, exact)
+    assert auto.upper <= exact * (1 + 1e-6)
+
+
+def test_tied_neurons_do_not_count_against_the_region_stage():
+    """Every hidden neuron doubled exactly (x2 copies, read with weight 0 by the next layer: the
+    same function, and ties the enumeration never branches on): twice the unstable count, the
+    same regions, still enumerated."""
+    base = random_weights([2, 5, 4, 2], 11)
+    lo, hi = np.full(2, -1.0), np.full(2, 1.0)
+    w = []
+    for k, (W, b) in enumerate(base):
+        if k > 0:  # the layer reads the doubled previous layer [h, 2h] as W h + 0 (2h)
+            W = np.hstack([W, np.zeros_like(W)])
+        if k < len(base) - 1:
+            W, b = np.vstack([W, 2.0 * W]), np.concatenate([b, 2.0 * b])
+        w.append((W, b))
+    doubled = _unstable(w, lo, hi)
+    assert doubled % 2 == 0 and doubled // 2 <= AUTO_REGIONS_BEFORE_BAB < doubled
+    exact = exact_lipschitz(base, lo, hi, "linf", "l1")
+    auto = certify.local_lipschitz(sequential(w), np.zeros(2), 1.0)
+    assert auto.method == "regions" and auto.status == "optimal", auto.notes
+    assert _contains(auto, exact)
+
+
+def test_demo_comparison_line_is_measured_in_the_run(capsys):
+    """`make demo`'s comparison: each method's certificate seconds from this run (none quoted), and
+    its ratio to the fastest of them."""
+    import re
+
+    from certify.demo import demo_lipschitz_methods
+
+    demo_lipschitz_methods(("bounds", "bab"), time_limit=60)
+    rows = re.findall(r"--method (\w+)\s+([\d.]+) s\s+\(([\d.]+)x the fastest\)", capsys.readouterr().out)
+    assert [r[0] for r in rows] == ["bounds", "bab"]
+    seconds = [float(r[1]) for r in rows]
+    assert all(s > 0 for s in seconds)
+    for s, ratio in zip(seconds, (float(r[2]) for r in rows)):
+        assert abs(ratio - s / min(seconds)) <= 0.05 + 0.01 * s / min(seconds)
