@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default="", help="comma-separated case names")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "tiny_nets.csv"))
     a = ap.parse_args(argv)
-    roots = dict(r.split("=", 1) for r in a.roots.split(","))
+    roots = {k: str(Path(v).resolve()) for k, v in (r.split("=", 1) for r in a.roots.split(","))}
     only = set(filter(None, a.only.split(",")))
     rows = []
     for case in cases():
@@ -80,7 +80,8 @@ def main(argv=None) -> int:
         for name, root in roots.items():
             env = dict(os.environ, PYTHONPATH=root, PYTHONWARNINGS="ignore")
             arg = json.dumps([case, a.backends.split(","), a.time_limit])
-            res = subprocess.run([sys.executable, "-c", PROBE, arg], env=env, capture_output=True, text=True)
+            # cwd=root: `python -c` puts the working directory ahead of PYTHONPATH
+            res = subprocess.run([sys.executable, "-c", PROBE, arg], env=env, capture_output=True, text=True, cwd=root)
             if res.returncode:
                 print(case["name"], name, "crashed:", res.stderr[-300:], file=sys.stderr)
                 continue

@@ -46,7 +46,7 @@ def test_region_bab_reaches_the_enumerated_constant(seed, p, q, c):
     weights = [W for W, _ in w]
 
     def bound(s_lo, s_hi):
-        return pattern_norm_bound(weights, s_lo, s_hi, question, -math.inf, None)
+        return pattern_norm_bound(weights, s_lo, s_hi, question, None, None)
 
     res = region_bab(net, lo, hi, nb.phases(), ties, bound, lambda *a: False,
                      lambda b: b <= exact * (1 + 1e-9), max_lps=100000)
@@ -58,8 +58,9 @@ def test_region_bab_reaches_the_enumerated_constant(seed, p, q, c):
     assert not early.complete and early.upper >= exact * (1 - 1e-12)
 
 
+@pytest.mark.parametrize("above", [None, -math.inf])  # interval bounds alone, and linear ones too
 @pytest.mark.parametrize("p,q,c", QUESTIONS)
-def test_pattern_norm_bound_covers_every_slope_choice(p, q, c):
+def test_pattern_norm_bound_covers_every_slope_choice(p, q, c, above):
     w, lo, hi, net, nb, ties, question, target = _setup(11, p, q, c)
     weights = [W for W, _ in w]
     rng = np.random.default_rng(5)
@@ -69,11 +70,11 @@ def test_pattern_norm_bound_covers_every_slope_choice(p, q, c):
         val = [rng.integers(0, 2, W.shape[0]).astype(float) for W, _ in w[:-1]]
         s_lo = [np.where(f, v, 0.0) for f, v in zip(fixed, val)]
         s_hi = [np.where(f, v, 1.0) for f, v in zip(fixed, val)]
-        b = pattern_norm_bound(weights, s_lo, s_hi, question, -math.inf, None)
+        b = pattern_norm_bound(weights, s_lo, s_hi, question, above, None)
         # oracle: the norm of sampled Jacobians (vertex slopes and interior ones) with those slopes
         for _ in range(60):
             s = [np.where(f, v, rng.choice([0.0, 1.0, rng.random()], size=v.size)) for f, v in zip(fixed, val)]
             assert _norm(jacobian(w, s), p, q, target) <= b * (1 + 1e-12)
         # one fixed pattern: the bound is its norm (certified, a few ulps above)
         exact = _norm(jacobian(w, val), p, q, target)
-        assert exact <= pattern_norm_bound(weights, val, val, question, -math.inf, None) <= exact * (1 + 1e-9) + 1e-300
+        assert exact <= pattern_norm_bound(weights, val, val, question, None, None) <= exact * (1 + 1e-9) + 1e-300

@@ -62,8 +62,9 @@ def region_stage(net, box, question: NormQuestion, opts: LocalOptions, nb: Bound
     gap = 0.5 * min(opts.mip_gap, DEFAULT_MIP_GAP)
 
     def bound(s_lo, s_hi) -> float:
-        # linear bounds only where the interval bound would not already prune
-        return pattern_norm_bound(weights, s_lo, s_hi, question, search.lower * (1 + gap), deadline)
+        # interval bounds only: on these tiny nets the linear ones cost ~2x per node and save few LPs
+        # (soundness/net91 l2->l2: 53 LPs against 54; net171 margin: 100 against 112)
+        return pattern_norm_bound(weights, s_lo, s_hi, question, None, deadline)
 
     def settle(pattern, point, norm: float) -> bool:
         """Replay a witness in the region; True when it turns out to have no interior (proven)."""
@@ -90,8 +91,9 @@ def region_stage(net, box, question: NormQuestion, opts: LocalOptions, nb: Bound
 
 
 def pattern_norm_bound(weights: list[np.ndarray], s_lo: list[np.ndarray], s_hi: list[np.ndarray], question: NormQuestion,
-                       above: float, deadline: float | None) -> float:
-    """A sound upper bound of the Jacobian norm over the slopes [s_lo, s_hi] (`clarke_norm_bound`).
+                       above: float | None, deadline: float | None) -> float:
+    """A sound upper bound of the Jacobian norm over the slopes [s_lo, s_hi] (`clarke_norm_bound`;
+    `above`: its linear bounds only where the interval ones exceed this, None: never).
     With l2 norms and undecided slopes its entrywise bound is loose; the interpolations
     ||v||_2^2 <= ||v||_1 ||v||_inf (l2 outputs, or the gradient of a target with an l2 input) and
     ||J||_2^2 <= ||J||_1 ||J||_inf (Schur, l2 -> l2) bound it by two l1/linf norms, whose output
@@ -108,7 +110,7 @@ def pattern_norm_bound(weights: list[np.ndarray], s_lo: list[np.ndarray], s_hi: 
         pairs = [("linf", None), ("l1", None)]  # ||J^T c||_1 and ||J^T c||_inf
     else:
         return b
-    a1, a2 = (clarke_norm_bound(weights, s_lo, s_hi, pp, qq, c, linear_above=-math.inf, deadline=deadline)
+    a1, a2 = (clarke_norm_bound(weights, s_lo, s_hi, pp, qq, c, linear_above=above, deadline=deadline)
               for pp, qq in pairs)
     return min(b, sqrt_up(mul_up(a1, a2)))
 
