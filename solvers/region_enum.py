@@ -52,7 +52,7 @@ class Enumeration:
 
 
 @dataclass
-class _State:
+class RegionState:
     layer: int
     done: list[np.ndarray]   # full patterns of the layers before `layer`
     cur: np.ndarray          # decided phases of `layer` (0/1), first `k` valid
@@ -76,7 +76,7 @@ def enumerate_regions(net: Network, lo: np.ndarray, hi: np.ndarray, phases: list
     x0 = interior_point(net, [], lo, hi)
     if x0 is None and np.any(hi > lo):
         x0 = 0.5 * (lo + hi)
-    stack = [_enter(hidden, 0, [], np.eye(lo.size), np.zeros(lo.size), x0)]
+    stack = [enter_layer(hidden, 0, [], np.eye(lo.size), np.zeros(lo.size), x0)]
     explored = 0.0  # share of the tree finished (leaves and pruned branches), for the projection
     while stack:
         if out.lps > max_nodes or len(out.leaves) > max_leaves or past(deadline) or _hopeless(t0, deadline, explored):
@@ -91,50 +91,50 @@ def enumerate_regions(net: Network, lo: np.ndarray, hi: np.ndarray, phases: list
         if st.k == n_layer:
             s = st.cur.astype(np.float64)
             Ms, ds = s[:, None] * st.Mz, s * st.dz
-            nxt = _enter(hidden, st.layer + 1, st.done + [s], Ms, ds, st.x)
+            nxt = enter_layer(hidden, st.layer + 1, st.done + [s], Ms, ds, st.x)
             nxt.share = st.share
             stack.append(nxt)
             continue
         k = st.k
-        forced = _forced(phases[st.layer][k], tie_maps[st.layer], st.cur, k)
+        forced = forced_phase(phases[st.layer][k], tie_maps[st.layer], st.cur, k)
         if forced is not None:
-            stack.append(_child(st, forced, st.x))
+            stack.append(child_state(st, forced, st.x))
             continue
         z_x = None if st.x is None else float(st.Mz[k] @ st.x + st.dz[k])
         mag = None if st.x is None else float(np.abs(st.Mz[k]) @ np.abs(st.x) + abs(st.dz[k]))
         sure = z_x is not None and abs(z_x) > 1e-9 * mag + 1e-300
         children = []
-        half = _State(st.layer, st.done, st.cur, st.k, st.Mz, st.dz, st.x, st.share / 2)
+        half = RegionState(st.layer, st.done, st.cur, st.k, st.Mz, st.dz, st.x, st.share / 2)
         for bit in (1, 0):
             if sure and (z_x > 0) == bool(bit):
                 # the parent's interior point is strictly on this side: still interior
-                children.append(_child(half, bit, st.x))
+                children.append(child_state(half, bit, st.x))
                 continue
-            pattern, mask = _partial(st, bit)
+            pattern, mask = partial_pattern(st, bit)
             out.lps += 1
             x, flat = classify_region(net, pattern, lo, hi, deadline=deadline, mask=mask)
             if x is not None:
-                children.append(_child(half, bit, x))
+                children.append(child_state(half, bit, x))
             elif flat:
                 out.pruned += 1
                 explored += half.share
             else:
                 out.unproven += 1
-                children.append(_child(half, bit, None))
+                children.append(child_state(half, bit, None))
         stack.extend(children)
     out.complete = True
     out.seconds = time.perf_counter() - t0
     return out
 
 
-def _enter(hidden, layer: int, done: list[np.ndarray], M: np.ndarray, d: np.ndarray, x) -> _State:
+def enter_layer(hidden, layer: int, done: list[np.ndarray], M: np.ndarray, d: np.ndarray, x) -> RegionState:
     if layer == len(hidden):
-        return _State(layer, done, np.zeros(0), 0, M, d, x)
+        return RegionState(layer, done, np.zeros(0), 0, M, d, x)
     W, b = hidden[layer].weight, hidden[layer].bias
-    return _State(layer, done, np.zeros(W.shape[0], dtype=np.int8), 0, W @ M, W @ d + b, x)
+    return RegionState(layer, done, np.zeros(W.shape[0], dtype=np.int8), 0, W @ M, W @ d + b, x)
 
 
-def _forced(phase: int, ties: tuple[np.ndarray, np.ndarray], cur: np.ndarray, k: int) -> int | None:
+def forced_phase(phase: int, ties: tuple[np.ndarray, np.ndarray], cur: np.ndarray, k: int) -> int | None:
     if phase == ACTIVE:
         return 1
     if phase == INACTIVE:
@@ -145,10 +145,10 @@ def _forced(phase: int, ties: tuple[np.ndarray, np.ndarray], cur: np.ndarray, k:
     return None
 
 
-def _child(st: _State, bit: int, x) -> _State:
+def child_state(st: RegionState, bit: int, x) -> RegionState:
     cur = st.cur.copy()
     cur[st.k] = bit
-    return _State(st.layer, st.done, cur, st.k + 1, st.Mz, st.dz, x, st.share)
+    return RegionState(st.layer, st.done, cur, st.k + 1, st.Mz, st.dz, x, st.share)
 
 
 HOPELESS_AFTER = 0.2  # of the time allowed: from then on, stop when the projected total is ...
@@ -166,7 +166,7 @@ def _hopeless(t0: float, deadline: float | None, explored: float) -> bool:
     return spent / max(explored, 1e-12) > HOPELESS_FACTOR * allowed
 
 
-def _partial(st: _State, bit: int) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
+def partial_pattern(st: RegionState, bit: int) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
     cur = st.cur.astype(np.float64)
     cur[st.k] = bit
     mask = np.zeros(cur.size, dtype=bool)
@@ -174,4 +174,5 @@ def _partial(st: _State, bit: int) -> tuple[list[np.ndarray], list[np.ndarray | 
     return st.done + [cur], [None] * len(st.done) + [mask]
 
 
-__all__ = ["Enumeration", "RegionLeaf", "enumerate_regions"]
+__all__ = ["Enumeration", "RegionLeaf", "RegionState", "child_state", "enter_layer", "enumerate_regions", "forced_phase",
+           "partial_pattern"]

@@ -269,32 +269,20 @@ def _farkas_bound(A: np.ndarray, b: np.ndarray, y_float: np.ndarray, n: int) -> 
 
 def _exact_region_rows(net: Network, pattern, lo, hi, mask=None):
     """The rows of the region LP in exact rationals (None when a row degenerates differently)."""
-    blocks = relu_blocks(net)
     n = lo.size
-    F = np.vectorize(Fraction, otypes=[object])
-    lo_f, w_f = F(lo), F(hi) - F(lo)
-    M = np.array([[Fraction(int(i == k)) for k in range(n)] for i in range(n)], dtype=object)
-    d = np.array([Fraction(0)] * n, dtype=object)
     rows, rhs = [], []
-    for j, (blk, s) in enumerate(zip(blocks[:-1], pattern)):
-        W, bias = F(blk.weight), F(blk.bias)
-        Mz, dz = W.dot(M), W.dot(d) + bias
-        G = Mz * w_f[None, :]
-        c0 = Mz.dot(lo_f) + dz
-        decided = _decided(mask, j, G.shape[0])
-        for i in range(G.shape[0]):
-            if not decided[i]:
-                continue
-            scale = sum(abs(g) for g in G[i]) + abs(c0[i])
-            if scale == 0:
-                continue  # z == 0 on the whole region: no constraint (matches the float LP)
-            sign = 1 if s[i] > 0.5 else -1
-            # the float LP's normalisation, exactly (any positive row scaling keeps the region)
-            sc = Fraction(float(scale))
-            rows.append([-sign * g / sc for g in G[i]] + [Fraction(1)])
-            rhs.append(sign * c0[i] / sc)
-        sv = np.array([Fraction(int(v > 0.5)) for v in s], dtype=object)
-        M, d = sv[:, None] * Mz, sv * dz
+    for j, s in enumerate(pattern):
+        G, c0 = _exact_layer(net, lo, hi, pattern, j)
+        decided = _decided(mask, j, len(G))
+        for i in range(len(G)):
+            if not decided[i] or G[i] is None:
+                continue  # (None: z == 0 on the whole region, no constraint; matches the float LP)
+            if s[i] > 0.5:
+                rows.append([-g for g in G[i]] + [Fraction(1)])
+                rhs.append(c0[i])
+            else:
+                rows.append(list(G[i]) + [Fraction(1)])
+                rhs.append(-c0[i])
     for k in range(n):
         e = [Fraction(0)] * (n + 1)
         e[k], e[n] = Fraction(-1), Fraction(1)
@@ -306,6 +294,57 @@ def _exact_region_rows(net: Network, pattern, lo, hi, mask=None):
         rows.append(e)
         rhs.append(Fraction(1))
     return np.array(rows, dtype=object), np.array(rhs, dtype=object)
+
+
+# exact layer data by (net, box, phases of the layers before): a branch-and-bound over patterns
+# proves many siblings that share every earlier layer, and the rational products dominate its time
+_EXACT_LAYERS: dict[tuple, tuple] = {}
+_EXACT_LAYERS_MAX = 4096
+
+
+def _exact_layer(net: Network, lo: np.ndarray, hi: np.ndarray, pattern, j: int):
+    """(G, c0) of hidden layer j under the exact phases pattern[:j]: the layer's pre-activations
+    in box coordinates xi in [0, 1]^n, z = G xi + c0, each row divided by the float64 rounding of
+    its l1 norm as the float LP normalises it (rationals; the weights and box ends are read as the
+    rationals they are; a row of G None where z == 0 on the whole box)."""
+    key = (id(net), lo.tobytes(), hi.tobytes(), tuple(np.asarray(s, dtype=np.float64).tobytes() for s in pattern[:j]))
+    hit = _EXACT_LAYERS.get(key)
+    if hit is not None and hit[0] is net:
+        return hit[1][2:]
+    F = np.vectorize(Fraction, otypes=[object])
+    blk = relu_blocks(net)[j]
+    if j == 0:
+        n = lo.size
+        M = np.array([[Fraction(int(i == k)) for k in range(n)] for i in range(n)], dtype=object)
+        d = np.array([Fraction(0)] * n, dtype=object)
+    else:
+        prev = _exact_layer_maps(net, lo, hi, pattern, j - 1)
+        sv = np.array([Fraction(int(v > 0.5)) for v in pattern[j - 1]], dtype=object)
+        M, d = sv[:, None] * prev[0], sv * prev[1]
+    W, bias = F(blk.weight), F(blk.bias)
+    Mz, dz = W.dot(M), W.dot(d) + bias
+    lo_f, w_f = F(lo), F(hi) - F(lo)
+    G = Mz * w_f[None, :]
+    c0 = Mz.dot(lo_f) + dz
+    Gn: list = []
+    cn: list = []
+    for i in range(G.shape[0]):
+        scale = sum(abs(g) for g in G[i]) + abs(c0[i])
+        # the float LP's normalisation, exactly (any positive row scaling keeps the region)
+        sc = Fraction(float(scale)) if scale != 0 else None
+        Gn.append(None if sc is None else tuple(g / sc for g in G[i]))
+        cn.append(None if sc is None else c0[i] / sc)
+    if len(_EXACT_LAYERS) >= _EXACT_LAYERS_MAX:
+        _EXACT_LAYERS.pop(next(iter(_EXACT_LAYERS)))
+    _EXACT_LAYERS[key] = (net, (Mz, dz, Gn, cn))
+    return Gn, cn
+
+
+def _exact_layer_maps(net: Network, lo: np.ndarray, hi: np.ndarray, pattern, j: int):
+    """(Mz, dz): hidden layer j's exact pre-activations as an affine map of x (cached with `_exact_layer`)."""
+    _exact_layer(net, lo, hi, pattern, j)
+    key = (id(net), lo.tobytes(), hi.tobytes(), tuple(np.asarray(s, dtype=np.float64).tobytes() for s in pattern[:j]))
+    return _EXACT_LAYERS[key][1][:2]
 
 
 def _exact_dual(A_s: np.ndarray, y_float: np.ndarray) -> list[Fraction] | None:
