@@ -3,6 +3,9 @@ and the incumbent replayed before the proof; oracles: activation-region enumerat
 
 from __future__ import annotations
 
+import math
+import time
+
 import numpy as np
 import pytest
 
@@ -11,6 +14,7 @@ import solvers.milp.sound as sound
 from certify.lipschitz.node_bound import clarke_node_bound
 from models.box import Box
 from models.ir import sequential
+import solvers.bab.milp as proof_module
 from solvers.bab import prove_bound
 from solvers.bounds import network_bounds
 from solvers.milp.lipschitz import build_lipschitz_milp
@@ -69,9 +73,10 @@ def test_phase_bound_covers_every_region_of_the_fixed_phases(seed, p, q, target)
 
 
 @pytest.mark.slow
-def test_proof_with_phase_bounds_closes_at_the_exact_constant_with_fewer_lps():
+def test_proof_with_phase_bounds_closes_at_the_exact_constant_with_fewer_lps(monkeypatch):
     """The proof at the exact constant (region enumeration) as target closes; with the phase
     bounds children close without an LP, and the proven bound stays at least the constant."""
+    monkeypatch.setattr(proof_module, "PHASE_COST_CAP", math.inf)  # kept however loaded the machine
     p, q = "linf", "l1"
     w, net, lo, hi, nb, milp, box = _setup([2, 8, 8, 2], 5, p, q)
     exact = max(_value(w, r, p, q, None) for r in regions(w, lo, hi))
@@ -110,3 +115,27 @@ def test_incumbents_are_replayed_before_the_proof(monkeypatch):
     cert = certify.local_lipschitz(net, np.zeros(10), 0.3, method="milp", backend="highs")
     assert cert.status == "optimal" and "proof" in events
     assert "replay" in events[: events.index("proof")]
+
+
+@pytest.mark.parametrize("seed,p,q,target", [(0, "linf", "l1", None), (3, "linf", None, np.array([1.0, -1.0]))])
+def test_a_costly_phase_bound_is_dropped_after_the_root_and_the_proof_stays_sound(seed, p, q, target):
+    """A phase bound costing far more than an LP (here made slow) is used at the root only; the
+    LP-only tree still closes at the exact constant (region enumeration) and, at a target 10%
+    below it, proves no less than the constant."""
+    w, net, lo, hi, nb, milp, box = _setup([2, 6, 6, 2], seed, p, q, target)
+    exact = np.ldexp(max(_value(w, r, p, q, target) for r in regions(w, lo, hi)), milp.in_exp + milp.out_exp)
+    phase = clarke_node_bound(net, box, nb, milp, (p, q), target)
+    calls = []
+
+    def slow(col_lo, col_hi):
+        calls.append(col_lo.shape[0])
+        time.sleep(0.2)
+        return phase(col_lo, col_hi)
+
+    for tgt in (float(exact) * (1 + 1e-9), float(exact) * 0.9):
+        calls.clear()
+        res = prove_bound(milp.model, tgt, phase_bound=slow)
+        assert calls == [1] and any("phase bounds off" in n for n in res.notes)
+        assert res.bound >= exact * (1 - 1e-12)
+        if tgt > exact:
+            assert res.complete and res.bound <= exact * (1 + 1e-6)
