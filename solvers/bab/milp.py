@@ -194,7 +194,8 @@ class _MilpProof:
         self.probe = [phase_seconds, lp_seconds]
         if phase_seconds > PHASE_COST_CAP * max(lp_seconds, 1e-4):
             self.use_phase = False
-            self.notes.append(f"phase bounds off: one took {1e3 * phase_seconds:.1f} ms, the root LP {1e3 * lp_seconds:.1f} ms")
+            self.notes.append(f"proof: phase bounds off after the root (one took {1e3 * phase_seconds:.1f} ms, the root LP "
+                              f"{1e3 * lp_seconds:.1f} ms); its nodes are bounded by safe LPs alone")
 
     def _finish(self, lp_bound: float, const: float, slack: float) -> float:
         if not math.isfinite(lp_bound):

@@ -133,6 +133,7 @@ def sound_solve(
                         progress=None if on_progress is None else
                         (lambda ev: on_progress("proof", ev.lower if math.isfinite(ev.lower) else None, ev.upper, ev.nodes)))
     bound = proof.bound
+    notes.extend(proof.notes)
     if fallback is not None and sign * fallback < sign * bound:
         bound = fallback
     if not proof.complete:
