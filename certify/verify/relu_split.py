@@ -27,7 +27,6 @@ there); one it cannot close either ends the search `exhausted`. The loop is
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -47,7 +46,7 @@ from .search import SearchOutcome, run_search
 
 # gradient steps on alpha / beta at the root and at every other node (warm-started from the parent)
 ROOT_ITERATIONS = 60
-NODE_ITERATIONS = 8
+NODE_ITERATIONS = 16
 # split candidates per ReLU layer tried by strong branching (0: BaBSR's score alone)
 STRONG_PER_LAYER = 2
 
@@ -80,9 +79,12 @@ class ReluSplitSearch:
         self.bound_grace = bound_grace  # node bounds in flight at the deadline may finish within it
         self.blocks = relu_blocks(net)
         self.rows = [stacked_rows(r) for r in falsifier.regions]
-        self._torch_weights: Any = None
+        self._weights32: list[np.ndarray] | None = None
         # search settings
         self.batch_size, self.tighten, self.strong, self.pgd_every = batch_size, tighten, strong, pgd_every
+        # a bound call has a large fixed cost (the optimiser's steps): rounds take full batches,
+        # sized down only as the deadline nears (`branch_and_bound`)
+        self.round_seconds = None
         self.root_iterations, self.iterations = root_iterations, iterations
         self.strong_all_rows = strong_all_rows
         self.rebound_last = rebound_last
@@ -210,7 +212,7 @@ class ReluSplitSearch:
             res = beta_upper(self.blocks, region.lo[None], region.hi[None], pre_lo, pre_hi, split,
                              -rows.H[pr_a], -rows.G[pr_a], alpha=alpha, beta=beta,
                              iterations=self.root_iterations if root else self.iterations,
-                             torch_weights=self._weights())
+                             weights32=self._weights())
             lhs_lower[pb_a, pr_a] = -res.upper
             for p, (b, row) in enumerate(zip(pb, pr)):
                 nodes[b].warm[row] = ([a[p] for a in res.warm_alpha], [x[p] for x in res.warm_beta])
@@ -348,18 +350,16 @@ class ReluSplitSearch:
 
     def _candidates(self, r: int, X: np.ndarray) -> bool:
         """Evaluate the maximisers of the linear bounds; True after a replayed counterexample."""
-        X = np.unique(X, axis=0)
         cex = self.f.consider(r, X, self.f.margins(r, X))
         if cex is not None:
             self.cex = cex
         return cex is not None
 
-    def _weights(self):
-        if self._torch_weights is None:
-            import torch
-
-            self._torch_weights = [torch.tensor(b.weight, dtype=torch.float32) for b in self.blocks]
-        return self._torch_weights
+    def _weights(self) -> list[np.ndarray]:
+        """The layers' weights in float32 for the optimiser, converted once."""
+        if self._weights32 is None:
+            self._weights32 = [np.asarray(b.weight, dtype=np.float32) for b in self.blocks]
+        return self._weights32
 
     def _bound_deadline(self) -> float | None:
         return None if self.deadline is None else self.deadline + self.bound_grace
