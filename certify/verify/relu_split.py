@@ -71,7 +71,7 @@ class ReluSplitSearch:
     """Branch-and-bound over ReLU phases with beta-CROWN node bounds: a `solvers.bab` problem run
     depth-first that stops at the first replayed counterexample."""
 
-    def __init__(self, falsifier: Falsifier, net: Network, *, batch_size: int = 16, tighten: bool = True,
+    def __init__(self, falsifier: Falsifier, net: Network, *, batch_size: int = 32, tighten: bool = True,
                  root_iterations: int = ROOT_ITERATIONS, iterations: int = NODE_ITERATIONS,
                  strong: int = STRONG_PER_LAYER, pgd_every: int = 5, strong_all_rows: bool = False,
                  rebound_last: bool = False, bound_grace: float = 0.0) -> None:
