@@ -123,8 +123,8 @@ def branch_and_bound(
     `frontier`: the open nodes and their expansion order (default `BestFirst`); `interrupt`: polled
     every round, a stop request (stop "interrupted"); `round_seconds`: batched rounds are sized
     (from the last round's seconds per node) to take at most this long and to end by the deadline
-    (None: only by the deadline; a problem whose bound calls have a large fixed cost, such as
-    optimised node bounds, needs full batches to amortise it).
+    (None: only by the deadline); a problem whose bound calls have a large fixed cost, such as
+    optimised node bounds, needs longer rounds than the default to fill its batches.
 
     `batch` > 1 with a problem that has `bound_many`: up to `batch` of the best open nodes are
     branched together and all their children bounded in one call (vectorised bounds amortise
