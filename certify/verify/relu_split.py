@@ -27,7 +27,6 @@ there); one it cannot close either ends the search `exhausted`. The loop is
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -47,9 +46,11 @@ from .search import SearchOutcome, run_search
 
 # gradient steps on alpha / beta at the root and at every other node (warm-started from the parent)
 ROOT_ITERATIONS = 60
-NODE_ITERATIONS = 8
+NODE_ITERATIONS = 16
 # split candidates per ReLU layer tried by strong branching (0: BaBSR's score alone)
 STRONG_PER_LAYER = 2
+# seconds of one round of node bounds (the engine sizes the batch from the last round's per-node time)
+ROUND_SECONDS = 1.0
 
 
 @dataclass(eq=False)
@@ -66,26 +67,35 @@ class _Node:
     warm: dict[int, tuple[list[np.ndarray], list[np.ndarray]]] = field(default_factory=dict)  # row -> alpha, beta
     choice: tuple[int, int] | None = None  # (layer, neuron) to split next
     fresh: bool = True  # pre-activation bounds not yet re-bounded with the node's phases
+    # the first layer whose bounds the node's newest split can change (the layer after it), or 1
+    # when its parent's re-bound was cut short by the deadline (then every layer is re-bounded)
+    rebound_from: int = 1
+    complete: bool = True  # every layer's bounds reflect the phases of the layers before it
 
 
 class ReluSplitSearch:
     """Branch-and-bound over ReLU phases with beta-CROWN node bounds: a `solvers.bab` problem run
     depth-first that stops at the first replayed counterexample."""
 
-    def __init__(self, falsifier: Falsifier, net: Network, *, batch_size: int = 16, tighten: bool = True,
+    def __init__(self, falsifier: Falsifier, net: Network, *, batch_size: int = 32, tighten: bool = True,
                  root_iterations: int = ROOT_ITERATIONS, iterations: int = NODE_ITERATIONS,
                  strong: int = STRONG_PER_LAYER, pgd_every: int = 5, strong_all_rows: bool = False,
-                 rebound_last: bool = False, bound_grace: float = 0.0) -> None:
+                 rebound_last: bool = False, bound_grace: float = 0.0, skip_unchanged: bool = True) -> None:
         self.f = falsifier
         self.bound_grace = bound_grace  # node bounds in flight at the deadline may finish within it
         self.blocks = relu_blocks(net)
         self.rows = [stacked_rows(r) for r in falsifier.regions]
-        self._torch_weights: Any = None
+        self._weights32: list[np.ndarray] | None = None
         # search settings
         self.batch_size, self.tighten, self.strong, self.pgd_every = batch_size, tighten, strong, pgd_every
+        # rounds of up to a second (the engine's default 0.1 s left 1-2 nodes per bound call, whose
+        # fixed costs then dominated), and sized to end by the deadline from the last round's
+        # seconds per node (`branch_and_bound`): longer rounds overran a 20 s limit by 3 s
+        self.round_seconds = ROUND_SECONDS
         self.root_iterations, self.iterations = root_iterations, iterations
         self.strong_all_rows = strong_all_rows
         self.rebound_last = rebound_last
+        self.skip_unchanged = skip_unchanged  # re-bound only the layers after a node's newest split
         # search state (the driver, `search.run_search`, reads nodes, max_depth, stuck, cex)
         self.nodes = self.max_depth = self.rounds = 0
         self.stuck: list[_Node] = []
@@ -131,7 +141,8 @@ class ReluSplitSearch:
             # a split in the last ReLU layer changes no later layer's bounds: nothing to re-bound
             kids.append((_Node(node.region, split, node.pre_lo, node.pre_hi, node.out_lo, node.out_hi,
                                node.depth + 1, node.upper, node.open, dict(node.warm),
-                               fresh=self.rebound_last or t < len(node.split) - 1), None))
+                               fresh=self.rebound_last or t < len(node.split) - 1,
+                               rebound_from=t + 1 if node.complete else 1, complete=node.complete), None))
         node.warm = {}
         return kids
 
@@ -157,7 +168,17 @@ class ReluSplitSearch:
         fresh = [b for b, n in enumerate(nodes) if n.fresh]
         if not fresh:
             return empty
-        sub = [nodes[b] for b in fresh]
+        # one call per first layer to re-bound: the layers up to a node's newest split keep their
+        # bounds (the parent's already reflect every phase before them)
+        groups: dict[int, list[int]] = {}
+        for b in fresh:
+            groups.setdefault(nodes[b].rebound_from if self.skip_unchanged else 1, []).append(b)
+        for start, members in sorted(groups.items()):
+            self._tighten_group(region, [nodes[b] for b in members], start, empty, members)
+        return empty
+
+    def _tighten_group(self, region, sub: list[_Node], start: int, empty: np.ndarray, fresh: list[int]) -> None:
+        """`_tighten` of nodes whose layers before `start` keep their bounds."""
         lo = np.repeat(region.lo[None], len(sub), axis=0)
         hi = np.repeat(region.hi[None], len(sub), axis=0)
         parents = Bounds(lo, hi, [np.stack([n.pre_lo[t] for n in sub]) for t in range(len(sub[0].pre_lo))],
@@ -166,19 +187,21 @@ class ReluSplitSearch:
         fixed = [np.stack([n.split[t] for n in sub]) for t in range(len(sub[0].split))]
         if self.tighten:
             nb = bound_boxes(self.blocks, lo, hi, BoundOptions(rows="unstable", symbolic_output=False, deadline=self._bound_deadline()),
-                             parents=parents, fixed=fixed)
+                             parents=parents, fixed=fixed, rebound_from=start)
+            cut = past(self._bound_deadline())
             pre_lo, pre_hi, out_lo, out_hi, gone = nb.pre_lo, nb.pre_hi, nb.out_lo, nb.out_hi, nb.empty
         else:
             pre_lo, pre_hi = clamp_splits(parents.pre_lo, parents.pre_hi, fixed)
             out_lo, out_hi = parents.out_lo, parents.out_hi
             gone = np.zeros(len(sub), dtype=bool)
+            cut = True
         for k, (b, n) in enumerate(zip(fresh, sub)):
+            n.complete = not cut
             n.pre_lo = [l[k] for l in pre_lo]
             n.pre_hi = [u[k] for u in pre_hi]
             n.out_lo, n.out_hi = out_lo[k], out_hi[k]
             n.fresh = False
             empty[b] = gone[k] or any(np.any(l > u) for l, u in zip(n.pre_lo, n.pre_hi))
-        return empty
 
     def _expand(self, r: int, nodes: list[_Node]) -> list[NodeBound]:
         region = self.f.regions[r]
@@ -210,7 +233,7 @@ class ReluSplitSearch:
             res = beta_upper(self.blocks, region.lo[None], region.hi[None], pre_lo, pre_hi, split,
                              -rows.H[pr_a], -rows.G[pr_a], alpha=alpha, beta=beta,
                              iterations=self.root_iterations if root else self.iterations,
-                             torch_weights=self._weights())
+                             weights32=self._weights())
             lhs_lower[pb_a, pr_a] = -res.upper
             for p, (b, row) in enumerate(zip(pb, pr)):
                 nodes[b].warm[row] = ([a[p] for a in res.warm_alpha], [x[p] for x in res.warm_beta])
@@ -348,18 +371,16 @@ class ReluSplitSearch:
 
     def _candidates(self, r: int, X: np.ndarray) -> bool:
         """Evaluate the maximisers of the linear bounds; True after a replayed counterexample."""
-        X = np.unique(X, axis=0)
         cex = self.f.consider(r, X, self.f.margins(r, X))
         if cex is not None:
             self.cex = cex
         return cex is not None
 
-    def _weights(self):
-        if self._torch_weights is None:
-            import torch
-
-            self._torch_weights = [torch.tensor(b.weight, dtype=torch.float32) for b in self.blocks]
-        return self._torch_weights
+    def _weights(self) -> list[np.ndarray]:
+        """The layers' weights in float32 for the optimiser, converted once."""
+        if self._weights32 is None:
+            self._weights32 = [np.asarray(b.weight, dtype=np.float32) for b in self.blocks]
+        return self._weights32
 
     def _bound_deadline(self) -> float | None:
         return None if self.deadline is None else self.deadline + self.bound_grace

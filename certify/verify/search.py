@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from solvers.bab import DepthFirst, NodeBound, branch_and_bound
+from solvers.bab.engine import ROUND_SECONDS
 from solvers.runtime import command_deadline, earliest, past, stop_requested
 
 from .attack import Falsifier
@@ -238,7 +239,8 @@ def run_search(problem: Any, deadline: float) -> SearchOutcome:
     and the sound upper bound of the spec's margin."""
     problem.deadline = deadline
     res = branch_and_bound(problem, deadline=earliest(deadline, command_deadline()), batch=problem.batch_size,
-                           stop_at=0.0, frontier=problem.frontier, interrupt=stop_requested)
+                           stop_at=0.0, frontier=problem.frontier, interrupt=stop_requested,
+                           round_seconds=getattr(problem, "round_seconds", ROUND_SECONDS))
     if problem.cex is not None:
         status = SAT
     elif res.stop == "closed":

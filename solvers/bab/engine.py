@@ -113,6 +113,7 @@ def branch_and_bound(
     stop_at: float | None = None,
     frontier: Frontier | None = None,
     interrupt: Callable[[], bool] = interrupted,
+    round_seconds: float | None = ROUND_SECONDS,
 ) -> BabResult:
     """Run the search. `target`: close nodes whose bound is <= target (prove upper <= target);
     `gap`: stop once upper - lower <= gap * |upper|; `deadline`: a `time.perf_counter()` value;
@@ -120,7 +121,10 @@ def branch_and_bound(
     decision "max <= target?": stop (stop "above") once a value above the target is attained;
     `stop_at`: likewise once a value >= stop_at is attained (a counterexample to "max < stop_at?");
     `frontier`: the open nodes and their expansion order (default `BestFirst`); `interrupt`: polled
-    every round, a stop request (stop "interrupted").
+    every round, a stop request (stop "interrupted"); `round_seconds`: batched rounds are sized
+    (from the last round's seconds per node) to take at most this long and to end by the deadline
+    (None: only by the deadline); a problem whose bound calls have a large fixed cost, such as
+    optimised node bounds, needs longer rounds than the default to fill its batches.
 
     `batch` > 1 with a problem that has `bound_many`: up to `batch` of the best open nodes are
     branched together and all their children bounded in one call (vectorised bounds amortise
@@ -206,7 +210,8 @@ def branch_and_bound(
             if deadline is not None and want > 1 and per_node > 0:
                 # rounds short enough to end within ROUND_SECONDS of the deadline: the deadline is
                 # only checked between rounds
-                room = min(ROUND_SECONDS, max(deadline - time.perf_counter(), 0.0))
+                room = max(deadline - time.perf_counter(), 0.0)
+                room = room if round_seconds is None else min(round_seconds, room)
                 want = max(1, min(want, int(room / per_node)))
             round_t0 = time.perf_counter()
             level = prune_level()

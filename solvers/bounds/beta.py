@@ -25,7 +25,7 @@ soundness: a poor nu only gives a poor bound.
 The multipliers come from CROWN's back-substitution with lower slopes alpha in [0, 1] of the
 unstable neurons and split multipliers beta >= 0 (nu_t = relax(g_t; alpha) + beta * split_t, the
 term beta * s * z >= 0 of the split constraint s z >= 0 added to the objective), optimised per
-problem by projected Adam steps on the same dual bound in torch (`optimise`). With beta = 0 and
+problem by projected Adam steps on the same dual bound in float32 (`optimise`). With beta = 0 and
 CROWN's slopes the bound is at most CROWN's (the triangle is inside every alpha relaxation).
 """
 
@@ -151,99 +151,117 @@ def dual_upper(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo: lis
 
 def optimise(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo, pre_hi, split, c: np.ndarray,
              e: np.ndarray | None, alpha: list[np.ndarray] | None, beta: list[np.ndarray] | None,
-             iterations: int, lr_alpha: float = 0.1, lr_beta: float = 0.05, torch_weights=None,
+             iterations: int, lr_alpha: float = 0.1, lr_beta: float = 0.05, weights32: list[np.ndarray] | None = None,
              warm_last: bool = False) -> tuple[list[np.ndarray], ...]:
     """alpha (P, n_t) in [0, 1] and beta (P, n_t) >= 0 (0 off the split neurons) chosen by projected
-    Adam steps on the dual bound (float32 torch; a heuristic, not a bound). Start: the given ones,
-    else CROWN's adaptive slopes and beta = 0. Each problem's best pair seen is returned, with
-    `warm_last` also the last iterates (alpha, beta, last alpha, last beta: a warm start that
-    keeps the optimiser moving)."""
+    Adam steps on the dual bound (float32 numpy, the gradient derived by hand: `dual_value`; a
+    heuristic, not a bound). Start: the given ones, else CROWN's adaptive slopes and beta = 0. Each
+    problem's best pair seen is returned, with `warm_last` also the last iterates (alpha, beta, last
+    alpha, last beta: a warm start that keeps the optimiser moving). `weights32`: the layers'
+    weights as float32 (reused across calls). numpy rather than torch: importing torch took 3 s of
+    a 20 s verification budget, and these products are too small for autograd's overhead to pay."""
     alpha = [crown_slopes(l, u) for l, u in zip(pre_lo, pre_hi)] if alpha is None else alpha
     beta = [np.zeros_like(a) for a in alpha] if beta is None else beta
     if iterations <= 0:
         return (alpha, beta, alpha, beta) if warm_last else (alpha, beta)
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small products: threads only wait for each other (the machine is shared)
-    denormal = torch.set_flush_denormal(True)  # Adam's second moments underflow: slow subnormal arithmetic
-    try:
-        out = _adam(torch, blocks, lo, hi, pre_lo, pre_hi, split, c, e, alpha, beta, iterations, lr_alpha,
-                    lr_beta, torch_weights, warm_last)
-    finally:
-        torch.set_num_threads(threads)
-        if denormal:
-            torch.set_flush_denormal(False)
-    return tuple([a.numpy().astype(np.float64) for a in part] for part in out)
-
-
-def _adam(torch, blocks, lo, hi, pre_lo, pre_hi, split, c, e, alpha, beta, iterations, lr_alpha, lr_beta,
-          torch_weights, warm_last=False):
-    """Projected Adam steps on the dual bound (float32): alpha clipped to [0, 1], beta to >= 0 on
-    the split neurons (0 elsewhere); each problem's best multipliers seen (the start included)."""
-    K = len(blocks) - 1
-    f32 = torch.float32
-    Ws = torch_weights or [torch.tensor(b.weight, dtype=f32) for b in blocks]
-    bs = [torch.tensor(b.bias, dtype=f32) for b in blocks]
-    P = c.shape[0]
-    x_lo, x_hi = (torch.tensor(np.broadcast_to(a, (P, a.shape[-1])), dtype=f32) for a in (lo, hi))
-    L = [torch.tensor(a, dtype=f32) for a in pre_lo]
-    U = [torch.tensor(a, dtype=f32) for a in pre_hi]
-    S = [torch.tensor(s, dtype=f32) for s in split]
-    C = torch.tensor(c, dtype=f32)
-    E = None if e is None else torch.tensor(np.broadcast_to(e, (P, lo.shape[-1])), dtype=f32)
-    A = [torch.tensor(a, dtype=f32).requires_grad_(True) for a in alpha]
-    Bt = [torch.tensor(b, dtype=f32).requires_grad_(True) for b in beta]
+    f32 = np.float32
+    net = _Net32(blocks, lo, hi, pre_lo, pre_hi, split, c, e, weights32)
+    A = [np.asarray(a, dtype=f32) for a in alpha]
+    Bt = [np.asarray(b, dtype=f32) * (s != 0) for b, s in zip(beta, net.S)]
+    free = [q.astype(f32) for q in net.unst] + [(s != 0).astype(f32) for s in net.S]
     params = A + Bt
     rates = [lr_alpha] * len(A) + [lr_beta] * len(Bt)
-    m = [torch.zeros_like(p) for p in params]
-    v = [torch.zeros_like(p) for p in params]
-    unst = [(l < 0) & (u > 0) for l, u in zip(L, U)]
-    slope = [torch.where(q, u / torch.where(q, u - l, torch.ones_like(u)), (l >= 0).to(f32))
-             for q, l, u in zip(unst, L, U)]
-    act = [l >= 0 for l in L]
-    inact = [(u <= 0) & ~a for u, a in zip(U, act)]
-    free = [q.to(f32) for q in unst] + [(s != 0).to(f32) for s in S]
-    best_val = torch.full((P,), float("inf"))
-    best = [p.detach().clone() for p in params]
-    for k in range(iterations + 1):
-        nu = C
-        val = (C * bs[K]).sum(dim=1)
-        for t in range(K - 1, -1, -1):
-            g = nu @ Ws[t + 1]
-            pos = g.clamp(min=0.0)
-            nu_t = torch.where(unst[t], pos * slope[t] + (g - pos) * A[t], g * slope[t]) + Bt[t] * S[t]
-            h = g - nu_t
-            l, u = L[t], U[t]
-            term = torch.where(act[t], torch.maximum(h * l, h * u),
-                               torch.where(inact[t], torch.maximum(-nu_t * l, -nu_t * u),
-                                           torch.maximum((-nu_t * l).clamp(min=0.0), h * u)))
-            val = val + term.sum(dim=1) + (nu_t * bs[t]).sum(dim=1)
-            nu = nu_t
-        w = nu @ Ws[0] if E is None else E + nu @ Ws[0]
-        val = val + torch.maximum(w * x_lo, w * x_hi).sum(dim=1)
-        with torch.no_grad():  # keep each problem's best multipliers (the steps are not monotone)
-            better = val.detach() < best_val
-            best_val = torch.where(better, val.detach(), best_val)
-            best = [torch.where(better[:, None], p.detach(), b) for p, b in zip(params, best)]
-        if k == iterations:
-            break
-        grads = torch.autograd.grad(val.sum(), params)
-        with torch.no_grad():
+    m = [np.zeros_like(p) for p in params]
+    v = [np.zeros_like(p) for p in params]
+    best_val = np.full(c.shape[0], np.inf, dtype=f32)
+    best = [p.copy() for p in params]
+    with np.errstate(under="ignore"):
+        for k in range(iterations + 1):
+            val, grads = net.value(params[:len(A)], params[len(A):], gradient=k < iterations)
+            better = val < best_val  # each problem's best multipliers (the steps are not monotone)
+            best_val = np.where(better, val, best_val)
+            best = [np.where(better[:, None], p, b) for p, b in zip(params, best)]
+            if k == iterations:
+                break
             for i, (p, gr) in enumerate(zip(params, grads)):
                 gr = gr * free[i]
-                m[i].mul_(0.9).add_(gr, alpha=0.1)
-                v[i].mul_(0.999).addcmul_(gr, gr, value=0.001)
-                step = rates[i] * (m[i] / (1 - 0.9 ** (k + 1))) / ((v[i] / (1 - 0.999 ** (k + 1))).sqrt() + 1e-8)
-                p.sub_(step)
-                p.clamp_(min=0.0)
-                if i < len(A):
-                    p.clamp_(max=1.0)
-                else:
-                    p.mul_(free[i])
-    if not warm_last:
-        return best[:len(A)], best[len(A):]
-    return best[:len(A)], best[len(A):], [a.detach() for a in A], [b.detach() for b in Bt]
+                m[i] = 0.9 * m[i] + 0.1 * gr
+                v[i] = 0.999 * v[i] + 0.001 * gr * gr
+                step = rates[i] * (m[i] / f32(1 - 0.9 ** (k + 1))) / (np.sqrt(v[i] / f32(1 - 0.999 ** (k + 1))) + f32(1e-8))
+                p = np.clip(p - step, 0.0, 1.0 if i < len(A) else None)
+                params[i] = p if i < len(A) else p * free[i]
+    out = (best[:len(A)], best[len(A):]) + ((params[:len(A)], params[len(A):]) if warm_last else ())
+    return tuple([a.astype(np.float64) for a in part] for part in out)
+
+
+class _Net32:
+    """The dual bound of `dual_upper` (without its rounding allowance) as a function of alpha and
+    beta, in float32 (or `dtype`), with its gradient by reverse accumulation written out (the bound is piecewise
+    linear in the multipliers; at a kink one side's derivative is taken)."""
+
+    def __init__(self, blocks, lo, hi, pre_lo, pre_hi, split, c, e, weights32=None, dtype=np.float32) -> None:
+        f32 = dtype  # (float64 for the tests of the gradient)
+        P = c.shape[0]
+        self.K = len(blocks) - 1
+        self.W = weights32 if weights32 is not None and dtype == np.float32 else [np.asarray(b.weight, dtype=f32) for b in blocks]
+        self.b = [np.asarray(b.bias, dtype=f32) for b in blocks]
+        self.x_lo = np.asarray(np.broadcast_to(lo, (P, lo.shape[-1])), dtype=f32)
+        self.x_hi = np.asarray(np.broadcast_to(hi, (P, hi.shape[-1])), dtype=f32)
+        self.L = [np.asarray(a, dtype=f32) for a in pre_lo]
+        self.U = [np.asarray(a, dtype=f32) for a in pre_hi]
+        self.S = [np.asarray(s, dtype=f32) for s in split]
+        self.C = np.asarray(c, dtype=f32)
+        self.E = None if e is None else np.asarray(np.broadcast_to(e, (P, lo.shape[-1])), dtype=f32)
+        self.unst = [(l < 0) & (u > 0) for l, u in zip(self.L, self.U)]
+        self.act = [l >= 0 for l in self.L]
+        self.inact = [(u <= 0) & ~a for u, a in zip(self.U, self.act)]
+        self.slope = [np.where(q, u / np.where(q, u - l, f32(1.0)), a.astype(f32))
+                      for q, l, u, a in zip(self.unst, self.L, self.U, self.act)]
+
+    def value(self, A, Bt, gradient: bool = True):
+        """The bound (P,) for slopes A and split multipliers Bt, and its gradient (dA + dB lists)."""
+        K = self.K
+        nu = self.C
+        val = self.C @ self.b[K]
+        saved = []
+        for t in range(K - 1, -1, -1):
+            g = nu @ self.W[t + 1]
+            pos = np.maximum(g, 0.0)
+            neg = g - pos
+            nu_t = np.where(self.unst[t], pos * self.slope[t] + neg * A[t], g * self.slope[t]) + Bt[t] * self.S[t]
+            h = g - nu_t
+            l, u = self.L[t], self.U[t]
+            nl, nu_u, hl, hu = -nu_t * l, -nu_t * u, h * l, h * u
+            act, inact = self.act[t], self.inact[t]
+            un_first = np.maximum(nl, 0.0)
+            term = np.where(act, np.maximum(hl, hu), np.where(inact, np.maximum(nl, nu_u), np.maximum(un_first, hu)))
+            val = val + term.sum(axis=1) + nu_t @ self.b[t]
+            if gradient:  # the attaining piece: uses u (else l), is h z (else -nu z), is 0
+                on_h = act | (self.unst[t] & (hu >= un_first))
+                use_u = np.where(act, hu > hl, np.where(inact, nu_u > nl, on_h))
+                zero = self.unst[t] & ~on_h & (nl < 0.0)
+                saved.append((g, neg, on_h, use_u, zero))
+            nu = nu_t
+        w = nu @ self.W[0] if self.E is None else self.E + nu @ self.W[0]
+        val = val + np.maximum(w * self.x_lo, w * self.x_hi).sum(axis=1)
+        if not gradient:
+            return val, None
+        dA: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * K
+        dB: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * K
+        down = np.where(w > 0, self.x_hi, self.x_lo) @ self.W[0].T  # d val / d nu_0 through w
+        for t in range(K):
+            g, neg, on_h, use_u, zero = saved[K - 1 - t]
+            # d term / d nu_t (h = g - nu_t) and d term / d g, by the attaining piece
+            z = np.where(use_u, self.U[t], self.L[t])
+            d_nu = np.where(zero, 0.0, -z)
+            d_g = np.where(on_h, z, 0.0)
+            gnu = down + self.b[t] + d_nu
+            dA[t] = gnu * neg * self.unst[t]
+            dB[t] = gnu * self.S[t]
+            dnu_dg = np.where(self.unst[t], np.where(g > 0, self.slope[t], A[t]), self.slope[t])
+            dg = d_g + gnu * dnu_dg
+            down = dg @ self.W[t + 1].T  # d val / d nu_{t+1} through g_t = nu_{t+1} W_{t+1}
+        return val, dA + dB
 
 
 def crown_slopes(l: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -254,12 +272,12 @@ def crown_slopes(l: np.ndarray, u: np.ndarray) -> np.ndarray:
 def beta_upper(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo: list[np.ndarray],
                pre_hi: list[np.ndarray], split: list[np.ndarray], c: np.ndarray, e: np.ndarray | None = None, *,
                alpha: list[np.ndarray] | None = None, beta: list[np.ndarray] | None = None,
-               iterations: int = 20, torch_weights=None) -> SplitBounds:
+               iterations: int = 20, weights32: list[np.ndarray] | None = None) -> SplitBounds:
     """Sound upper bounds of max c_p . f(x) + e_p . x over each problem's box and split phases
     (module doc): alpha / beta optimised (`optimise`), the multipliers rebuilt from them in float64
     and the dual bound evaluated soundly (`dual_upper`). Split neurons' bounds must be clamped."""
     alpha, beta, warm_alpha, warm_beta = optimise(blocks, lo, hi, pre_lo, pre_hi, split, c, e, alpha, beta,
-                                                  iterations, torch_weights=torch_weights, warm_last=True)
+                                                  iterations, weights32=weights32, warm_last=True)
     nus = multipliers(blocks, c, pre_lo, pre_hi, split, alpha, beta)
     upper, x_best = dual_upper(blocks, lo, hi, pre_lo, pre_hi, nus, e)
     K = len(blocks) - 1

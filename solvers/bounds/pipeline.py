@@ -96,6 +96,7 @@ def bound_boxes(
     parents: Bounds | None = None,
     fixed: list[np.ndarray] | None = None,
     sens: list | None = None,
+    rebound_from: int = 1,
 ) -> Bounds:
     """Sound bounds of every layer of the network `blocks` (`relu_blocks`) over each box
     lo[b] <= x <= hi[b] (B, n): a `Bounds` of (B, n_j) arrays.
@@ -107,6 +108,9 @@ def bound_boxes(
     phases crossing bounds are an internal error.
     With `sens` (a list), appends per ReLU layer the sensitivity of each neuron to each input,
     |a_up| + |a_lo| of its linear bounds (B, n_j, n), for split hints (`rows` "all" or "unstable").
+    `rebound_from` (with `parents`, without `sens`): the symbolic step starts at that layer; the
+    earlier layers keep the parents' bounds (intersected with the interval step), e.g. below a
+    branch-and-bound child's new split, which changes no bound of its own or earlier layers.
     """
     options = _with_command_deadline(options)
     B = lo.shape[0]
@@ -126,7 +130,8 @@ def bound_boxes(
         if parents is not None:  # sub-boxes of the parents': never looser than their bounds
             pl, pu = (parents.pre_lo[j], parents.pre_hi[j]) if j < K else (parents.out_lo, parents.out_hi)
             l, u = np.maximum(l, pl), np.minimum(u, pu)
-        if j > 0 and options.symbolic and (j < K or options.symbolic_output) and not _cut(options):
+        if j > 0 and options.symbolic and (j < K or options.symbolic_output) and not _cut(options) and (
+                parents is None or sens is not None or j >= rebound_from):
             t = time.perf_counter()
             if options.rows == "per-box" and j < K and sens is None:
                 _rebound_per_box(live, j, l, u, lo, hi, mags[j], options)
