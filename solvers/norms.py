@@ -50,8 +50,20 @@ def vector_norm(v: np.ndarray, norm: str) -> float:
     if norm == "l1":
         return float(np.sum(np.abs(v)))
     if norm == "l2":
-        return float(np.linalg.norm(v))
+        return _l2_scaled(v)
     return float(np.max(np.abs(v))) if v.size else 0.0
+
+
+def _l2_scaled(v: np.ndarray) -> float:
+    """||v||_2 without overflow of the squares (1e160-sized weights): v is scaled by a power of
+    two near its largest entry, which is exact, so the rounding allowances of callers still hold."""
+    if not v.size:
+        return 0.0
+    top = float(np.max(np.abs(v)))
+    if not np.isfinite(top) or top == 0.0:
+        return top
+    e = np.frexp(top)[1]
+    return float(np.ldexp(np.linalg.norm(np.ldexp(v, -e)), e))
 
 
 @functools.lru_cache(maxsize=16)
@@ -99,6 +111,12 @@ def operator_norm(M: np.ndarray, p: str, q: str, max_enumeration: int = MAX_ENUM
     M = np.atleast_2d(np.asarray(M, dtype=np.float64))
     if M.size == 0:
         return 0.0
+    top = float(np.max(np.abs(M)))
+    if np.isfinite(top) and top > 0.0 and not 2.0**-100 < top < 2.0**100:
+        # squares and sums of huge or tiny entries overflow or underflow: scale by a power of two
+        # (exact, and the norm is homogeneous), so every rounding allowance below still holds
+        e = int(np.frexp(top)[1])
+        return float(np.ldexp(operator_norm(np.ldexp(M, -e), p, q, max_enumeration), e))
     if p == "l1":
         return float(max(vector_norm(M[:, j], q) for j in range(M.shape[1])))
     if q == "linf":

@@ -319,6 +319,7 @@ def test_relu_only_network_has_the_identity_norms():
         assert exact <= upper <= exact * (1 + 1e-12)
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # no overflow warning may leak either
 @pytest.mark.parametrize("scale", [1e-110, 1e160])
 def test_extreme_weight_scales_give_finite_nonzero_sound_bounds(scale):
     """Three layers x 1e-110 (a constant ~1e-330, below the smallest float) or one layer x 1e160:

@@ -144,3 +144,16 @@ def test_exact_sign_enumeration_beyond_one_chunk_matches_brute_force(shape):
     for (p, q), want in {("linf", "l1"): brute(small, l1), ("linf", "l2"): brute(M, l2),
                          ("l2", "l1"): brute(M.T, l2)}.items():
         assert operator_norm(M, p, q) == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize("p,q", list(product(["l1", "l2", "linf"], repeat=2)))
+@pytest.mark.parametrize("k", [-700, -300, 300, 700])
+def test_operator_norm_of_huge_and_tiny_matrices(p, q, k):
+    """Entries near 2^+-700 (their squares overflow or underflow): the norm is homogeneous, so
+    ||2^k M|| must be 2^k ||M|| for a moderate M, exactly here since the scaling is a power of two;
+    brute force over sign vectors / SVD at the moderate scale is the oracle, with no warning."""
+    M = np.random.default_rng(k & 0xFF).standard_normal((3, 4))
+    expected = np.ldexp(operator_norm(M, p, q), k)
+    assert operator_norm(np.ldexp(M, k), p, q) == pytest.approx(expected, rel=1e-12)
+    assert operator_norm_upper(np.ldexp(M, k), p, q) >= expected

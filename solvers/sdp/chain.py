@@ -37,8 +37,7 @@ class WeightChain:
         ws, exps = [], []
         for w in weights:
             w = np.asarray(w, dtype=np.float64)
-            fro = float(np.linalg.norm(w))
-            e = 0 if fro == 0 else int(round(math.log2(_spectral_estimate(w))))
+            e = 0 if not np.any(w) else int(round(math.log2(_spectral_estimate(w))))
             scaled = np.ldexp(w, -e)
             if not np.array_equal(np.ldexp(scaled, e), w):  # subnormal results would round
                 e, scaled = 0, w
