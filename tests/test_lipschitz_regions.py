@@ -74,14 +74,15 @@ def test_sliver_region_of_a_rounded_duplicate_gets_an_exact_witness():
 CLOSING = [7, 14, 15]
 
 
+@pytest.mark.parametrize("backend", ["cbc", "auto"])  # auto: the input-splitting tree's path
 @pytest.mark.parametrize("index", CLOSING)
-def test_soundness_questions_close_to_their_enumerated_value(index):
+def test_soundness_questions_close_to_their_enumerated_value(index, backend):
     import json
     case = json.loads((SOUNDNESS.parent / "cases.json").read_text())[index]
     net = certify.load_onnx(str(SOUNDNESS.parent / case["model"]))
     cert = certify.local_lipschitz(net, case["center"], case["radius"], domain=case["domain"],
                                    input_norm=case["input_norm"], output_norm=case["output_norm"] or "l1",
-                                   margin=case["margin"], backend="cbc", time_limit=20)
+                                   margin=case["margin"], backend=backend, time_limit=20)
     # oracle: the set's value, from regions enumerated with verified interiors when it was made
     truth = case["proven_lower"]
     assert cert.status == "optimal" and cert.method == "regions", cert.notes

@@ -21,10 +21,12 @@ METHODS: tuple[str, ...] = ("auto", "milp", "bab", "bounds")
 AUTO_MILP_UNSTABLE = 60
 AUTO_BAB_INPUTS = 8  # (the branch-and-bound splits inputs up to bab.INPUT_SPLIT_DIM, the same 8)
 # auto runs the region stage first (certify.lipschitz.exact_regions) before the MILP, and before the
-# branch-and-bound only up to this many unstable untied ReLUs: measured on `certify bench lipschitz`,
-# up to 10 the enumeration closes 2-5x faster than the tree (0.03-0.3 s), from 14 on it is 1.5-3x
-# slower (LipMIP's 2-16-16-2: 329 LPs, 0.6 s against the tree's 0.2 s)
-AUTO_REGIONS_BEFORE_BAB = 12
+# branch-and-bound only up to this many unstable untied ReLUs. Measured with the pattern
+# branch-and-bound of solvers.region_bab (same runs): at 14 it beats the tree (LipMIP 2-16-16-2
+# 0.075 s vs 0.082 s, random 5-16-16-16-2 0.14 vs 0.19 s) and closes soundness/net171 in 0.3-0.5 s
+# where the tree stays open after 10 s; at 17 (5-16-16-16-16-2) it is 1.5x slower than the tree
+# (0.41-0.51 vs 0.27-0.34 s), at 27 (2-20-20-20-2) it gives up after 2.5 s
+AUTO_REGIONS_BEFORE_BAB = 16
 DEFAULT_INPUT_NORM = "linf"
 DEFAULT_OUTPUT_NORM = "l1"
 DEFAULT_MIP_GAP = 1e-6
