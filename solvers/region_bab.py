@@ -1,10 +1,10 @@
 """Best-first branch-and-bound over the activation patterns of a small ReLU network in a box.
 
-`solvers.region_enum` lists every activation region; on a box crossed by many hyperplanes (a
-4-input net with 14 unstable ReLUs holds thousands of regions) that costs one LP per region, while
-the local Lipschitz constant is decided by the few regions of largest Jacobian norm. This search
-decides the same phases in the same order (layer by layer, stable and tied neurons never branched
-on, a branch dropped only with a Farkas proof that its region has no interior), but bounds every
+Listing every activation region costs one LP per region; on a box crossed by many hyperplanes (a
+4-input net with 14 unstable ReLUs holds thousands of regions) that is too many, while the local
+Lipschitz constant is decided by the few regions of largest Jacobian norm. This search decides
+phases layer by layer (`solvers.region_patterns`: stable and tied neurons never branched on, a
+branch dropped only with a Farkas proof that its region has no interior), but bounds every
 partial pattern by a caller's `bound(s_lo, s_hi)`: a sound upper bound of the Jacobian norm over
 every slope choice in [s_lo, s_hi] (decided neurons fixed, undecided unstable ones in [0, 1]). The
 node of largest bound is expanded first, so:
@@ -19,7 +19,7 @@ node of largest bound is expanded first, so:
   bound: every region lies below some open node or a settled one.
 
 Soundness rests on: the bound being sound for every slope in the box (Clarke Jacobians at ties
-included), Farkas proofs for dropped branches, and the tie/stability argument of `region_enum`
+included), Farkas proofs for dropped branches, and the tie/stability argument of `region_patterns`
 (patterns that contradict a tie or a stable phase have regions without interior, on which both
 phases give the same Jacobian).
 """
@@ -40,7 +40,7 @@ from models.ir import Network
 from .bounds.types import relu_blocks
 from .neuron_ties import Tie, tied_bits
 from .phases import ACTIVE, INACTIVE
-from .region_enum import RegionState, child_state, enter_layer, forced_phase, partial_pattern
+from .region_patterns import RegionState, child_state, enter_layer, forced_phase, partial_pattern
 from .regions import classify_region, interior_point
 from .runtime import past
 

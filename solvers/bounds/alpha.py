@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from ..runtime import stop_requested
+from .adam import projected_adam_step
 
 ITERATIONS = 10
 STEP = 0.25
@@ -81,10 +82,7 @@ def optimized_lower_slopes(live, j: int, coeff: np.ndarray, lo: np.ndarray, hi: 
             neg = np.minimum(lam, 0.0)
             d_alpha = np.where(free[t], g * neg, 0.0)
             grad = np.where(lam > 0.0, g * up_slope[t] + up_icpt[t], g * alpha[t])
-            m[t] = 0.9 * m[t] + 0.1 * d_alpha
-            v[t] = 0.999 * v[t] + 0.001 * d_alpha * d_alpha
-            m_hat, v_hat = m[t] / (1 - 0.9**k), v[t] / (1 - 0.999**k)
-            alpha[t] = np.clip(alpha[t] - step * m_hat / (np.sqrt(v_hat) + 1e-8), 0.0, 1.0)
+            alpha[t], m[t], v[t] = projected_adam_step(alpha[t], d_alpha, m[t], v[t], k, step, 1.0)
     return [np.where(f, a.astype(np.float64), r.lo_slope[:, None, :]) for f, a, r in zip(free, alpha, live.relax)]
 
 

@@ -38,6 +38,7 @@ import numpy as np
 from models.ir import Affine
 
 from ..rounding import gamma
+from .adam import projected_adam_step
 
 _TINY = 1e-300
 
@@ -184,11 +185,8 @@ def optimise(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo, pre_h
             if k == iterations:
                 break
             for i, (p, gr) in enumerate(zip(params, grads)):
-                gr = gr * free[i]
-                m[i] = 0.9 * m[i] + 0.1 * gr
-                v[i] = 0.999 * v[i] + 0.001 * gr * gr
-                step = rates[i] * (m[i] / f32(1 - 0.9 ** (k + 1))) / (np.sqrt(v[i] / f32(1 - 0.999 ** (k + 1))) + f32(1e-8))
-                p = np.clip(p - step, 0.0, 1.0 if i < len(A) else None)
+                p, m[i], v[i] = projected_adam_step(p, gr * free[i], m[i], v[i], k + 1, rates[i],
+                                                    1.0 if i < len(A) else None)
                 params[i] = p if i < len(A) else p * free[i]
     out = (best[:len(A)], best[len(A):]) + ((params[:len(A)], params[len(A):]) if warm_last else ())
     return tuple([a.astype(np.float64) for a in part] for part in out)

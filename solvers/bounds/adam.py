@@ -1,0 +1,20 @@
+"""One projected Adam step, for the slope and multiplier optimisers of the bound engine (`alpha`,
+`beta`): heuristics choosing relaxation parameters, never a bound themselves."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def projected_adam_step(p: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarray, k: int, rate: float,
+                        upper: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Step k (from 1) of Adam (beta1 0.9, beta2 0.999, eps 1e-8) descending `grad` from `p`, the
+    result clipped to [0, upper] (upper None: >= 0 only); returns (p, m, v), the moments updated.
+    Arrays keep their dtype (float32 here: Python scalars do not promote under NumPy 2)."""
+    m = 0.9 * m + 0.1 * grad
+    v = 0.999 * v + 0.001 * grad * grad
+    step = rate * (m / (1 - 0.9**k)) / (np.sqrt(v / (1 - 0.999**k)) + 1e-8)
+    return np.clip(p - step, 0.0, upper), m, v
+
+
+__all__ = ["projected_adam_step"]
