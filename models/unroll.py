@@ -15,7 +15,10 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-import scipy.sparse as sp
+from .scipy_import import import_scipy
+
+import_scipy("scipy.sparse")  # the first scipy import without numpy's lazy submodules (see there)
+import scipy.sparse as sp  # noqa: E402
 
 from .errors import ModelError
 from .memory import allocating

@@ -1,5 +1,5 @@
-"""`method="auto"`'s measured rule (region stage before the input-splitting branch-and-bound only
-with few untied unstable ReLUs): what it picks, and that its interval holds the exact constant
+"""`method="auto"`'s measured rule (region stage before the input-splitting branch-and-bound, and
+before the MILP for l1/linf norms, only with few untied unstable ReLUs): what it picks, and that its interval holds the exact constant
 (independent oracle: `tests.lipschitz_oracles.exact_lipschitz`, a brute-force region enumeration)
 and is no wider than that of the single method it picks."""
 
@@ -93,3 +93,45 @@ def test_demo_comparison_line_is_measured_in_the_run(capsys):
         # the range the printed seconds allow, and the printed ratio within 0.05 of it
         low, high = (s - 0.005) / (m + 0.005), (s + 0.005) / max(m - 0.005, 1e-9)
         assert low - 0.05 - 1e-9 <= ratio <= high + 0.05 + 1e-9, (s, m, ratio)
+
+
+def _separable_net(n_hidden: int, seed: int):
+    """10 inputs; hidden neuron k reads input k mod 10 alone, with its kink inside [-1, 1] (every one
+    unstable on the box, no two tied). With c = e_0 - e_1 the gradient is separable,
+    g_i(x_i) = sum over the neurons k of input i of v_k a_k [a_k x_i + b_k > 0] (v = W2^T c), so the
+    exact constant over [-1, 1]^10 for the linf input norm (||g||_1) is the sum over inputs of the
+    largest |g_i| over the segments between that input's kinks: the closed-form oracle."""
+    rng = np.random.default_rng(seed)
+    a = rng.choice([-1.0, 1.0], n_hidden) * rng.uniform(0.5, 1.5, n_hidden)
+    b = -a * rng.uniform(-0.8, 0.8, n_hidden)  # kink at x = -b/a inside (-0.8, 0.8)
+    W1 = np.zeros((n_hidden, 10))
+    W1[np.arange(n_hidden), np.arange(n_hidden) % 10] = a
+    W2 = rng.standard_normal((2, n_hidden))
+    v = W2[0] - W2[1]
+    exact = 0.0
+    for i in range(10):
+        ks = np.flatnonzero(np.arange(n_hidden) % 10 == i)
+        cuts = np.concatenate([[-1.0, 1.0], -b[ks] / a[ks]]) if ks.size else np.array([-1.0, 1.0])
+        cuts = np.unique(cuts)
+        mids = 0.5 * (cuts[:-1] + cuts[1:])
+        exact += max((abs(sum(v[k] * a[k] for k in ks if a[k] * x + b[k] > 0)) for x in mids), default=0.0)
+    return sequential([(W1, b), (W2, np.zeros(2))]), exact
+
+
+@pytest.mark.parametrize("n_hidden, first", [(12, "regions"), (24, "milp")])
+def test_region_stage_before_the_milp_only_with_few_unstable_relus(n_hidden, first, monkeypatch):
+    """More than 8 inputs (no input splits), l1/linf: the region stage before the MILP only up to
+    AUTO_REGIONS_BEFORE_MILP unstable ReLUs; above it auto goes to the MILP at once (the stage is
+    not even tried: it ran 3 s there before)."""
+    import certify.lipschitz.local as local
+    from certify.lipschitz.options import AUTO_REGIONS_BEFORE_MILP
+
+    calls = []
+    stage = local.region_stage
+    monkeypatch.setattr(local, "region_stage", lambda *a, **k: calls.append(1) or stage(*a, **k))
+    net, exact = _separable_net(n_hidden, 3)
+    auto = certify.local_lipschitz(net, np.zeros(10), 1.0, margin=(0, 1), time_limit=60)
+    assert auto.unstable == n_hidden and (n_hidden > AUTO_REGIONS_BEFORE_MILP) == (first == "milp")
+    assert len(calls) == (first == "regions")
+    assert auto.method == first and auto.status == "optimal", auto.notes
+    assert _contains(auto, exact) and auto.upper <= exact * (1 + 1e-6)

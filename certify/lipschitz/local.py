@@ -48,8 +48,8 @@ from .node_bound import clarke_node_bound
 from .anytime import bab_certificate, fast_upper
 from .bab import INPUT_SPLIT_DIM
 from .exact_regions import region_stage
-from .options import (AUTO_BAB_INPUTS, AUTO_MILP_UNSTABLE, AUTO_REGIONS_BEFORE_BAB, DEFAULT_MIP_GAP, LocalOptions,
-                      NormQuestion)
+from .options import (AUTO_BAB_INPUTS, AUTO_MILP_UNSTABLE, AUTO_REGIONS_BEFORE_BAB, AUTO_REGIONS_BEFORE_MILP,
+                      DEFAULT_MIP_GAP, LocalOptions, NormQuestion)
 from .witness import WitnessSearch, closed, walk_regions
 
 
@@ -104,7 +104,7 @@ def local_lipschitz(
         search = WitnessSearch(net, box, question, budget)
         search.sample()
         fast = fast_upper(net, nb, question, budget.deadline)
-        if opts.method == "auto" and _regions_first(net, nb, splits):  # small nets: their regions, exactly
+        if opts.method == "auto" and _regions_first(net, nb, splits, question):  # small nets: their regions, exactly
             exact, fast = region_stage(net, box, question, opts, nb, search, budget, fast)
             if exact is not None:
                 LiveProgress(progress, search, budget).proven(exact.upper)
@@ -188,15 +188,17 @@ def _method(opts: LocalOptions, nb, box: Box, question: NormQuestion) -> str:
     return "milp" if nb.num_unstable <= AUTO_MILP_UNSTABLE else "bab"
 
 
-def _regions_first(net: Network, nb, splits: bool) -> bool:
-    """Does auto try the region stage before its method? Always before the MILP (it closes in a
-    fraction of the MILP's time whenever it finishes); before the input-splitting
-    branch-and-bound only with at most AUTO_REGIONS_BEFORE_BAB unstable neurons that are not tied
-    to another (tied ones are never branched on): measured, the enumeration's LPs grow faster
-    than the tree's nodes with the unstable count (options.AUTO_REGIONS_BEFORE_BAB)."""
-    if not splits or nb.num_unstable <= AUTO_REGIONS_BEFORE_BAB:
+def _regions_first(net: Network, nb, splits: bool, question: NormQuestion) -> bool:
+    """Does auto try the region stage before its method? Before the MILP: always for l2 questions
+    (their only exact path without Gurobi), for l1/linf ones with at most AUTO_REGIONS_BEFORE_MILP
+    unstable neurons not tied to another (it closes those in a fraction of the MILP's time; with
+    more it ran out of its time before the MILP); before the input-splitting branch-and-bound with
+    at most AUTO_REGIONS_BEFORE_BAB of them (tied ones are never branched on): measured, the
+    enumeration's LPs grow faster than the tree's nodes with the unstable count (options)."""
+    if not splits and question.uses_l2:
         return True
-    return _free_unstable(net, nb) <= AUTO_REGIONS_BEFORE_BAB
+    limit = AUTO_REGIONS_BEFORE_BAB if splits else AUTO_REGIONS_BEFORE_MILP
+    return nb.num_unstable <= limit or _free_unstable(net, nb) <= limit
 
 
 def _free_unstable(net: Network, nb) -> int:

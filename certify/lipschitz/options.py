@@ -27,6 +27,12 @@ AUTO_BAB_INPUTS = 8  # (the branch-and-bound splits inputs up to bab.INPUT_SPLIT
 # where the tree stays open after 10 s; at 17 (5-16-16-16-16-2) it is 1.5x slower than the tree
 # (0.41-0.51 vs 0.27-0.34 s), at 27 (2-20-20-20-2) it gives up after 2.5 s
 AUTO_REGIONS_BEFORE_BAB = 16
+# before the MILP (more than AUTO_BAB_INPUTS free inputs), l1/linf norms: the region stage only up to
+# this many unstable untied ReLUs. Measured (certify bench lipschitz, 2-core machine at load ~6):
+# the digits MLPs (4-15 unstable) close there in 0.3-28 s against the MILP's 4-40 s, LipMIP's
+# 10-10-10-10-10-2 (28) never did in 30 s (its 3 s before the MILP were lost). l2 questions keep it up
+# to exact_regions.REGION_UNSTABLE: without Gurobi the region stage is their only exact path.
+AUTO_REGIONS_BEFORE_MILP = 16
 DEFAULT_INPUT_NORM = "linf"
 DEFAULT_OUTPUT_NORM = "l1"
 DEFAULT_MIP_GAP = 1e-6
@@ -36,7 +42,7 @@ DEFAULT_THREADS = 2
 
 __all__ = ["BACKEND_CHOICES", "BOUND_METHODS", "DEFAULT_BOUNDS", "DEFAULT_FORMULATION", "DEFAULT_INPUT_NORM",
            "DEFAULT_MIP_GAP", "DEFAULT_OUTPUT_NORM", "DEFAULT_THREADS", "FORMULATIONS", "L2_METHODS", "LocalOptions",
-           "METHODS", "AUTO_BAB_INPUTS", "AUTO_MILP_UNSTABLE", "AUTO_REGIONS_BEFORE_BAB", "NORMS", "NormQuestion", "PASS_BOUNDS"]
+           "METHODS", "AUTO_BAB_INPUTS", "AUTO_MILP_UNSTABLE", "AUTO_REGIONS_BEFORE_BAB", "AUTO_REGIONS_BEFORE_MILP", "NORMS", "NormQuestion", "PASS_BOUNDS"]
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,10 @@ from expressions is a relaxation of the exact network in exact arithmetic.
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
+from models.scipy_import import import_scipy
+
+import_scipy("scipy.sparse")  # the first scipy import without numpy's lazy submodules (see there)
+import scipy.sparse as sp  # noqa: E402
 
 from models.memory import require_work
 

@@ -21,7 +21,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
-import scipy.sparse as sp
+from models.scipy_import import import_scipy
+
+import_scipy("scipy.sparse")  # the first scipy import without numpy's lazy submodules (see there)
+import scipy.sparse as sp  # noqa: E402
 
 from .expr import Expr
 
