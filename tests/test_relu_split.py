@@ -204,11 +204,13 @@ def test_beta_zero_with_crown_slopes_is_crown(seed):
     assert np.all(opt.upper <= crown + 1e-3 * (1 + np.abs(crown)))
 
 
+@pytest.mark.parametrize("shared", [True, False])
 @pytest.mark.parametrize("seed", range(4))
-def test_optimiser_gradient_matches_finite_differences(seed):
+def test_optimiser_gradient_matches_finite_differences(seed, shared):
     """The optimiser's hand-derived gradient of the dual bound (`beta._Net32`, evaluated here in
     float64) agrees with central differences of the bound itself, and its value with the float64
-    evaluator `dual_upper` without the rounding allowance (random slopes, multipliers, splits)."""
+    evaluator `dual_upper` without the rounding allowance (random slopes, multipliers, splits; one
+    box for every problem, its matrix-vector input term, or a box per problem)."""
     from solvers.bounds.beta import _Net32
 
     rng, net, blocks, lo, hi, split = _case(seed, p_split=0.4)
@@ -219,12 +221,16 @@ def test_optimiser_gradient_matches_finite_differences(seed):
     P = 3
     pl, ph = [np.repeat(l, P, 0) for l in pl], [np.repeat(u, P, 0) for u in ph]
     sp = [np.repeat(s[None].astype(float), P, 0) for s in split]
-    c, e = rng.normal(size=(P, 3)), rng.normal(size=(P, lo.size))
+    c, e = rng.normal(size=(P, 3)), rng.normal(size=(P, lo.size)) * (seed % 2)  # (e = 0: no input term)
     alpha = [rng.random(l.shape) for l in pl]
     beta = [rng.exponential(1.0, l.shape) * (s != 0) for l, s in zip(pl, sp)]
-    f = _Net32(blocks, lo[None], hi[None], pl, ph, sp, c, e, dtype=np.float64)
+    box_lo, box_hi = lo[None], hi[None]
+    if not shared:  # (the pre-activation bounds need not hold here: both sides evaluate one formula)
+        cut = rng.uniform(0.0, 0.3, (2, P, lo.size)) * (hi - lo)
+        box_lo, box_hi = lo + cut[0], hi - cut[1]
+    f = _Net32(blocks, box_lo, box_hi, pl, ph, sp, c, e, dtype=np.float64)
     val, grads = f.value(alpha, beta)
-    ref, _ = dual_upper(blocks, lo[None], hi[None], pl, ph, multipliers(blocks, c, pl, ph, sp, alpha, beta), e,
+    ref, _ = dual_upper(blocks, box_lo, box_hi, pl, ph, multipliers(blocks, c, pl, ph, sp, alpha, beta), e,
                         rigorous=False)
     np.testing.assert_allclose(val, ref, rtol=1e-9, atol=1e-9)
     K, h, checked = len(alpha), 1e-6, 0

@@ -14,7 +14,9 @@ def projected_adam_step(p: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.nd
     m = 0.9 * m + 0.1 * grad
     v = 0.999 * v + 0.001 * grad * grad
     step = rate * (m / (1 - 0.9**k)) / (np.sqrt(v / (1 - 0.999**k)) + 1e-8)
-    return np.clip(p - step, 0.0, upper), m, v
+    # (maximum / minimum rather than np.clip: the same floats, several times faster on small arrays)
+    p = np.maximum(p - step, 0.0)
+    return (p if upper is None else np.minimum(p, upper)), m, v
 
 
 __all__ = ["projected_adam_step"]
