@@ -21,10 +21,12 @@ from solvers.milp.lipschitz import build_lipschitz_milp
 from tests.lipschitz_oracles import jacobian, opnorm, random_weights, regions
 
 
-def _setup(sizes, seed, p, q, target=None):
+def _setup(sizes, seed, p, q, target=None, radius=None):
     w = random_weights(sizes, seed)
     net = sequential(w)
     lo, hi = np.full(sizes[0], -0.6), np.full(sizes[0], 0.8)
+    if radius is not None:  # a smaller box (many inputs: fewer regions to enumerate)
+        lo, hi = np.full(sizes[0], 0.1 - radius), np.full(sizes[0], 0.1 + radius)
     nb = network_bounds(net, lo, hi, "symbolic")
     milp = build_lipschitz_milp(net, nb, p, q, target)
     box = Box.around((lo + hi) / 2, (hi - lo) / 2, dim=sizes[0])
@@ -46,7 +48,21 @@ def test_phase_bound_covers_every_region_of_the_fixed_phases(seed, p, q, target)
     """For random nodes (random binaries fixed), the bound is at least the exact norm of every
     full-dimensional activation region whose pattern agrees with the fixed phases, and -inf only
     when no region does."""
-    w, net, lo, hi, nb, milp, box = _setup([2, 6, 6, 2], seed, p, q, target)
+    _check_phase_bound_covers_regions([2, 6, 6, 2], seed, p, q, target)
+
+
+@pytest.mark.parametrize("seed,q,target", [(8, "l1", None), (7, None, np.array([1.0, -1.0]))])
+def test_phase_bound_without_linear_passes_covers_every_region(seed, q, target):
+    """With more linf inputs than enumerated directions (MAX_SIGN_OUTPUTS) the node bound skips
+    the linear bounds of the Jacobian passes (interval arithmetic only): still at least every
+    agreeing region's exact norm (region enumeration)."""
+    from solvers.bounds.jacobian import MAX_SIGN_OUTPUTS
+
+    _check_phase_bound_covers_regions([MAX_SIGN_OUTPUTS + 1, 4, 4, 2], seed, "linf", q, target, radius=0.15)
+
+
+def _check_phase_bound_covers_regions(sizes, seed, p, q, target, radius=None):
+    w, net, lo, hi, nb, milp, box = _setup(sizes, seed, p, q, target, radius)
     bound = clarke_node_bound(net, box, nb, milp, (p, q), target)
     regs = regions(w, lo, hi)
     deltas = milp.forward.delta
@@ -88,6 +104,28 @@ def test_proof_with_phase_bounds_closes_at_the_exact_constant_with_fewer_lps(mon
         assert target * (1 - 1e-8) <= res.bound <= target * (1 + 1e-6)
         assert res.bound >= np.ldexp(exact, milp.in_exp + milp.out_exp) * (1 - 1e-12)
     assert fast.lp_solves < plain.lp_solves  # children closed by their phase bounds need no LP
+
+
+def test_proof_with_interval_phase_bounds_closes_at_the_exact_constant(monkeypatch):
+    """Many linf inputs (the node bound without linear passes): the proof at the exact constant
+    (region enumeration) closes with fewer LPs than the LP-only proof, and proves at least the
+    constant; at a target 10% below it the bound proven is still at least the constant."""
+    from solvers.bounds.jacobian import MAX_SIGN_OUTPUTS
+
+    monkeypatch.setattr(proof_module, "PHASE_COST_CAP", math.inf)  # kept however loaded the machine
+    p, q = "linf", "l1"
+    w, net, lo, hi, nb, milp, box = _setup([MAX_SIGN_OUTPUTS + 1, 4, 4, 2], 6, p, q, radius=0.15)
+    exact = np.ldexp(max(_value(w, r, p, q, None) for r in regions(w, lo, hi)), milp.in_exp + milp.out_exp)
+    phase = clarke_node_bound(net, box, nb, milp, (p, q), None)
+    target = float(exact) * (1 + 1e-9)
+    plain = prove_bound(milp.model, target)
+    fast = prove_bound(milp.model, target, phase_bound=phase)
+    for res in (plain, fast):
+        assert res.complete
+        assert exact * (1 - 1e-12) <= res.bound <= target * (1 + 1e-6)
+    assert fast.lp_solves < plain.lp_solves
+    low = prove_bound(milp.model, float(exact) * 0.9, phase_bound=phase)
+    assert low.bound >= exact * (1 - 1e-12)
 
 
 def test_incumbents_are_replayed_before_the_proof(monkeypatch):

@@ -21,13 +21,15 @@ import numpy as np
 from models.box import Box
 from models.ir import Network
 from solvers.bounds import BoundOptions, bound_boxes
-from solvers.bounds.jacobian import clarke_norm_bound_batch
+from solvers.bounds.jacobian import MAX_SIGN_OUTPUTS, clarke_norm_bound_batch
 from solvers.bounds.jacobian_interval import phase_slopes
 from solvers.bounds.types import Bounds, relu_blocks
 from solvers.milp.lipschitz import LipschitzMilp
 from solvers.rounding import gamma
 
-OPTIONS = BoundOptions(method="symbolic")
+# the output layer's bounds are not used here: its back-substitution is skipped (interval bounds
+# stand; 10-10-10-10-10-2's proof: same 3421 nodes, 17-24% less time with the cached root below)
+OPTIONS = BoundOptions(method="symbolic", symbolic_output=False)
 
 
 def clarke_node_bound(net: Network, box: Box, root: Bounds, milp: LipschitzMilp, pair: tuple[str, str | None],
@@ -44,6 +46,19 @@ def clarke_node_bound(net: Network, box: Box, root: Bounds, milp: LipschitzMilp,
     layers = [(np.flatnonzero(d >= 0), d[d >= 0]) for d in milp.forward.delta]
     shapes = [d.size for d in milp.forward.delta]
     exp = milp.in_exp + milp.out_exp
+    # the linear bounds of the Jacobian passes only where the input directions are enumerated (l1,
+    # or linf up to MAX_SIGN_OUTPUTS inputs: paired with the output functionals): on LipMIP's
+    # 10-10-10-10-10-2 they cut the proof's nodes 2.7x (9199 -> 3421); with 64 inputs (digits MLPs)
+    # the proof closed with the same 827 nodes without them, 9 s instead of 84 s
+    n0 = weights[0].shape[1]
+    linear = -math.inf if pair[0] == "l1" or (pair[0] == "linf" and n0 <= MAX_SIGN_OUTPUTS) else None
+    stacked: dict[int, tuple[np.ndarray, np.ndarray, Bounds]] = {}  # the root's box and bounds per batch size
+
+    def roots(B: int) -> tuple[np.ndarray, np.ndarray, Bounds]:
+        # (read-only for bound_boxes: built once per batch size rather than at every call)
+        if B not in stacked:
+            stacked[B] = (np.repeat(lo[None], B, axis=0), np.repeat(hi[None], B, axis=0), Bounds.stack([root] * B))
+        return stacked[B]
 
     def bound(col_lo: np.ndarray, col_hi: np.ndarray) -> np.ndarray:
         B = col_lo.shape[0]
@@ -53,9 +68,9 @@ def clarke_node_bound(net: Network, box: Box, root: Bounds, milp: LipschitzMilp,
             on, off = col_lo[:, cols] >= 0.5, col_hi[:, cols] <= 0.5  # binary fixed to 1: active; to 0: inactive
             f[:, neurons] = np.where(on, 1, np.where(off, -1, 0))
             fixed.append(f)
-        nb = bound_boxes(blocks, np.repeat(lo[None], B, axis=0), np.repeat(hi[None], B, axis=0), OPTIONS,
-                         parents=Bounds.stack([root] * B), fixed=fixed)
-        value = clarke_norm_bound_batch(weights, *phase_slopes(nb.phases()), pair[0], pair[1], target)
+        box_lo, box_hi, parents = roots(B)
+        nb = bound_boxes(blocks, box_lo, box_hi, OPTIONS, parents=parents, fixed=fixed)
+        value = clarke_norm_bound_batch(weights, *phase_slopes(nb.phases()), pair[0], pair[1], target, linear)
         # the objective is the constant times 2^exp (exact powers of two), rounded up for safety
         scaled = np.ldexp(np.asarray(value, dtype=np.float64), exp)
         out = scaled + 2.0 * gamma(4) * np.abs(scaled) + 1e-300

@@ -35,8 +35,9 @@ CUT_ROUNDS = 6
 MAX_CUT_ROWS = 64  # the global cut pool stays small: every node's LP carries it
 # the problem's phase bound is dropped after the root when it cost more than this many root LPs
 # there. Measured root ratios: LipMIP's nets 1-2 (10-10-10-10-10-2: 3421 nodes with it vs 12,653
-# LP-only, 23.6 s vs 26.0 s), digits MLPs (64 inputs, 512 output functionals) 13-20, where the
-# LP-only proof is far faster (digits_64 x0: 7109 nodes in 18.7 s; with it, 382 nodes in 80 s, open)
+# LP-only, 23.6 s vs 26.0 s); digits MLPs (64 inputs, 512 output functionals) 13-20 with the linear
+# Jacobian pass bounds, 0.2-0.5 without them (the node bound's choice there since): digits_64 x0
+# 827 nodes in 9.1 s vs 7109 LP-only in 21.5 s (with them: 827 nodes in 84 s)
 PHASE_COST_CAP = 6.0
 
 
