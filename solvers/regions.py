@@ -9,13 +9,14 @@ the deepest point: max t s.t. (2 s_i - 1) z_i >= t * n_i, t <= xi <= 1 - t.
 - `has_no_interior`: a *sound* proof that the region has empty interior: a dual certificate of
   t <= 0, checked first in float64 with a rounding allowance when the LP's t is negative (the
   closed region is empty), else in exact rational arithmetic (the LP's multipliers with their
-  residual absorbed by the box rows, or else multipliers solved exactly on the LP's support).
+  residual absorbed by the box rows, or else the region LP solved exactly: `solvers.exact_lp`).
   Patterns so proven can be cut from a MILP, or dropped from a branch-and-bound, without changing
   the supremum over full-dimensional regions.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from fractions import Fraction
@@ -26,7 +27,7 @@ import numpy as np
 from models.ir import Network
 
 from .bounds.types import relu_blocks
-from .rational import rref
+from .exact_lp import ExactLp, exact_max
 
 
 @dataclass
@@ -191,13 +192,51 @@ def _proven_flat(net: Network, pattern, lo: np.ndarray, hi: np.ndarray, lp: Regi
         return False
     if _farkas_bound(A, b, y, lo.size) <= 0:
         return True
-    # else solve for exact multipliers on the float support (works when the float ones are poor
-    # but the active set is right)
-    support = np.flatnonzero(y > 1e-9 * max(1.0, float(np.max(y))))
-    y_exact = _exact_dual(A[support], y[support])
-    if y_exact is None or any(v < 0 for v in y_exact):
-        return False
-    return sum((yi * bi for yi, bi in zip(y_exact, b[support])), Fraction(0)) <= 0
+    # else solve the LP exactly, from the float LP's basis (when the float multipliers are poor
+    # but the basis is right this is one exact solve; when the basis is wrong, a few pivots)
+    opt = exact_depth(A, b, res.x, deadline)
+    return opt is not None and opt.value <= 0
+
+
+def exact_depth(A: np.ndarray, b: np.ndarray, z: np.ndarray | None, deadline: float | None = None) -> ExactLp | None:
+    """The region LP max t s.t. A [xi; t] <= b (exact rows, scaled) solved in rationals
+    (`solvers.exact_lp`), warm-started from the float optimum z = [xi; t] (the box's centre when
+    None): an exact optimal vertex with its dual certificate, or None (no budget or trouble). Its
+    value's sign decides the region (> 0: the vertex is strictly inside; <= 0: no interior)."""
+    n = A.shape[1] - 1
+
+    def start() -> list[Fraction]:
+        xi = [Fraction(1, 2)] * n if z is None else [min(max(Fraction(float(v)), Fraction(0)), Fraction(1))
+                                                     for v in z[:n]]
+        # every region row has a positive t coefficient: t = the smallest slack is feasible
+        t = min((rhs - sum((a * x for a, x in zip(row[:n], xi) if a), Fraction(0))) / row[n] for row, rhs in zip(A, b))
+        return xi + [t]
+
+    # each row times the lcm of its denominators: integer rows (cheaper rationals in the
+    # eliminations). A positive row scaling keeps the set, and with it the sign of the optimum (t > 0
+    # iff some point satisfies every row strictly), which is all the callers read; the value changes
+    rows, rhs = [], []
+    for row, r in zip(A, b):
+        scale = math.lcm(*(v.denominator for v in row), r.denominator)
+        rows.append([Fraction(v * scale) for v in row])
+        rhs.append(Fraction(r * scale))
+    c = [Fraction(0)] * n + [Fraction(1)]
+    return exact_max(rows, rhs, c, start, deadline=deadline, hint=None if z is None else _float_basis(A, b, z))
+
+
+def _float_basis(A: np.ndarray, b: np.ndarray, z: np.ndarray) -> list[int] | None:
+    """The n + 1 tightest linearly independent rows at the float optimum z (a likely basis)."""
+    Af = np.array([[float(v) for v in row] for row in A])
+    bf = np.array([float(v) for v in b])
+    k = Af.shape[1]
+    chosen: list[int] = []
+    for i in np.argsort(bf - Af @ z, kind="stable"):
+        trial = Af[chosen + [int(i)]]
+        if np.linalg.matrix_rank(trial, tol=1e-10 * max(1.0, float(np.abs(trial).max()))) == len(chosen) + 1:
+            chosen.append(int(i))
+            if len(chosen) == k:
+                return chosen
+    return None
 
 
 def _empty_by_float_farkas(net: Network, pattern, lo: np.ndarray, hi: np.ndarray, y: np.ndarray, mask=None) -> bool:
@@ -345,20 +384,6 @@ def _exact_layer_maps(net: Network, lo: np.ndarray, hi: np.ndarray, pattern, j: 
     _exact_layer(net, lo, hi, pattern, j)
     key = (id(net), lo.tobytes(), hi.tobytes(), tuple(np.asarray(s, dtype=np.float64).tobytes() for s in pattern[:j]))
     return _EXACT_LAYERS[key][1][:2]
-
-
-def _exact_dual(A_s: np.ndarray, y_float: np.ndarray) -> list[Fraction] | None:
-    """Exact y >= 0 (hopefully) with A_s^T y = (0, ..., 0, 1): the t-column sums to 1, the xi
-    columns cancel. Free unknowns keep their float values; pivots are solved exactly."""
-    m, k = A_s.shape  # k = n + 1 equations, m unknowns
-    aug, pivots = rref([[A_s[i, j] for i in range(m)] + [Fraction(int(j == k - 1))] for j in range(k)], m)
-    if any(all(v == 0 for v in row[:m]) and row[m] != 0 for row in aug):
-        return None  # inconsistent: the float support was wrong
-    y = [Fraction(float(v)) for v in y_float]
-    for row_i, col in enumerate(pivots):
-        rest = sum((aug[row_i][j] * y[j] for j in range(m) if j not in pivots), Fraction(0))
-        y[col] = aug[row_i][m] - rest
-    return y
 
 
 def _exact_constant_violation(net: Network, pattern, lo, hi, mask=None) -> bool:
