@@ -200,12 +200,12 @@ def _norm(w, pattern, p, q, target) -> float:
 
 
 def value_near_exactly(w, x, lo, hi, p, q, target, at_least: float) -> float:
-    """The largest ||J|| >= at_least over the activation patterns near x (the float rounding of a
-    witness in a region thinner than float64) whose regions sympy's rational simplex proves to
-    have an interior point, or 0. Near x: each neuron whose pre-activation at x is within 1e-6 of
+    """A norm ||J|| >= at_least of an activation pattern near x (the float rounding of a witness in
+    a region thinner than float64) whose region sympy's rational simplex proves to have an
+    interior point (so a lower bound of the constant), or 0. Near x: each neuron whose pre-activation at x is within 1e-6 of
     its sensitivity (|W| chains with every slope 1, applied to 1 + |x|) takes either sign, the
     others their sign at x (at most 2^14 patterns; their norms are computed first, and only those
-    reaching `at_least` are checked, largest first)."""
+    reaching `at_least` are checked, those nearest to it first: at most 16)."""
     h = [Fraction(float(v)) for v in x]
     sens = np.abs(np.asarray(x, dtype=float)) + 1.0
     signs, ambiguous = [], []
@@ -226,7 +226,8 @@ def value_near_exactly(w, x, lo, hi, p, q, target, at_least: float) -> float:
         val = _norm(w, pattern, p, q, target)
         if val >= at_least:
             candidates.append((val, pattern))
-    for val, pattern in sorted(candidates, key=lambda c: -c[0])[:16]:
+    # the witness's own region has norm ~ at_least (its replayed value): nearest norms first
+    for val, pattern in sorted(candidates, key=lambda c: abs(c[0] - at_least))[:16]:
         maps = _affine_maps(w, [np.array(s) for s in pattern[:-1]])
         if _has_interior_exactly(maps, pattern, lo, hi):
             return val
