@@ -9,8 +9,11 @@ that the few regions of largest norm are reached first and the rest are bounded 
 LP each (thousands of regions on a 4-input net with 14 unstable ReLUs: about 100 LPs). A complete
 pattern's bound is its region's certified norm (`clarke_norm_bound` of one pattern, float64
 rounding covered), and a point replayed inside it is a witness reaching it (in exact rationals
-when the region is thinner than float64: `solvers.exact_witness`); a pattern whose LP depth is
-within the solver's tolerance and that no witness replays is proven empty or kept. The bound
+when the region is thinner than float64: `solvers.exact_witness`); a pattern that no float
+witness replays is decided by its region LP solved in exact rationals (`solvers.exact_lp`,
+warm-started from HiGHS's basis): an exact interior point to replay, or a dual certificate that it
+has none (HiGHS's depths are only good to its 1e-7 tolerance: an empty region can look 2.6e-9 deep,
+a genuine sliver -2e-11). The bound
 rests on no MILP solver, on every back-end and for l2 norms too (one matrix's l2 norms are
 certified directly).
 
@@ -30,7 +33,7 @@ from solvers.bounds.jacobian import clarke_norm_bound
 from solvers.bounds.types import Bounds, relu_blocks
 from solvers.neuron_ties import neuron_ties
 from solvers.region_bab import RegionBab, region_bab
-from solvers.exact_witness import exact_region_point
+from solvers.exact_witness import decide_region
 from solvers.regions import has_no_interior, interior_point
 from solvers.rounding import mul_up, sqrt_up
 from solvers.runtime import Budget, past
@@ -41,7 +44,10 @@ from .witness import WitnessSearch, closed
 
 REGION_UNSTABLE = 40    # questions with at most this many unstable ReLUs try the enumeration ...
 REGION_SECONDS = 3.0    # ... for at most this long (idle, the shared degenerate nets need 0.05-0.6 s) ...
-REGION_SHARE = 0.25     # ... and this share of the remaining time limit (the MILP keeps the rest)
+REGION_SHARE = 0.25     # ... and this share of the remaining time limit (the MILP keeps the rest),
+REGION_SHARE_TINY = 0.5  # or this one up to REGION_TINY unstable ReLUs: there the search closes
+REGION_TINY = 12         # where the MILP and the tree stay open (fresh degenerate nets, 10 unstable:
+                         # 1.5-2 s loaded with exact LPs at sliver branches, tree/MILP open at 5 s)
 REGION_LPS = 3000       # ... and this many region LPs
 
 
@@ -52,7 +58,8 @@ def region_stage(net, box, question: NormQuestion, opts: LocalOptions, nb: Bound
     if nb.num_unstable > REGION_UNSTABLE or budget.expired():
         return None, fast
     rem = budget.remaining()
-    seconds = REGION_SECONDS if rem is None else min(REGION_SECONDS, REGION_SHARE * max(rem, 0.0))
+    share = REGION_SHARE_TINY if nb.num_unstable <= REGION_TINY else REGION_SHARE
+    seconds = REGION_SECONDS if rem is None else min(REGION_SECONDS, share * max(rem, 0.0))
     deadline = time.perf_counter() + seconds
     hidden = relu_blocks(net)[:-1]
     ties = neuron_ties([b.weight for b in hidden], [b.bias for b in hidden])
@@ -74,10 +81,13 @@ def region_stage(net, box, question: NormQuestion, opts: LocalOptions, nb: Bound
         if any(p is not None and search.offer(p) >= norm * (1 - 1e-9) for p in (point, x)):
             return False
         # a region too thin for float64 (a scaled duplicate's sliver, a face of many hyperplanes)
-        exact = exact_region_point(net, pattern, lo, hi)
-        if exact is not None:
+        # (the exact LP also decides depths within the float LP's tolerance, either way)
+        kind, exact = decide_region(net, pattern, lo, hi, deadline + 0.5 * seconds)
+        if kind == "interior":
             search.offer_exact(exact[0], exact[1], pattern)
             return False
+        if kind == "empty":
+            return True
         # no witness at all: the LP's depth may be within its tolerance; a Farkas proof settles it
         return has_no_interior(net, pattern, lo, hi, deadline=deadline)
 
