@@ -17,10 +17,7 @@ from __future__ import annotations
 from typing import Sequence, Union
 
 import numpy as np
-from .scipy_import import import_scipy
-
-import_scipy("scipy.sparse")  # the first scipy import without numpy's lazy submodules (see there)
-import scipy.sparse as sp  # noqa: E402
+from .scipy_import import sparse as sp  # scipy.sparse without numpy's lazy submodules (see there)
 
 from .memory import allocating
 

@@ -59,4 +59,8 @@ def import_scipy(name: str) -> ModuleType:
         return importlib.import_module(name)
 
 
-__all__ = ["import_scipy", "numpy_namespace_as_loaded"]
+#: scipy.sparse, imported so: the modules first to import scipy on the small-question paths (LP
+#: expressions and models, matrices of loaded models) take it from here
+sparse = import_scipy("scipy.sparse")
+
+__all__ = ["import_scipy", "numpy_namespace_as_loaded", "sparse"]

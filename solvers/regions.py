@@ -226,8 +226,8 @@ def exact_depth(A: np.ndarray, b: np.ndarray, z: np.ndarray | None, deadline: fl
         return xi + [t]
 
     # each row times the lcm of its denominators: integer rows (cheaper rationals in the
-    # eliminations). A positive row scaling keeps the set, and with it the sign of the optimum (t > 0
-    # iff some point satisfies every row strictly), which is all the callers read; the value changes
+    # eliminations). A positive row scaling keeps the feasible set and the objective, so the
+    # optimum (and its sign, all the callers read) is unchanged; only the multipliers rescale
     rows, rhs = [], []
     for row, r in zip(A, b):
         scale = math.lcm(*(v.denominator for v in row), r.denominator)

@@ -15,10 +15,7 @@ from expressions is a relaxation of the exact network in exact arithmetic.
 from __future__ import annotations
 
 import numpy as np
-from models.scipy_import import import_scipy
-
-import_scipy("scipy.sparse")  # the first scipy import without numpy's lazy submodules (see there)
-import scipy.sparse as sp  # noqa: E402
+from models.scipy_import import sparse as sp  # scipy.sparse without numpy's lazy submodules (see there)
 
 from models.memory import require_work
 

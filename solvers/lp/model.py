@@ -21,10 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
-from models.scipy_import import import_scipy
-
-import_scipy("scipy.sparse")  # the first scipy import without numpy's lazy submodules (see there)
-import scipy.sparse as sp  # noqa: E402
+from models.scipy_import import sparse as sp  # scipy.sparse without numpy's lazy submodules (see there)
 
 from .expr import Expr
 
