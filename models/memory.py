@@ -24,9 +24,11 @@ change where they fit) or `batch_rows` (sample batches); a whole problem (an SDP
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import resource
+import time
 import weakref
 from contextlib import contextmanager
 from typing import Iterator
@@ -43,6 +45,10 @@ SMALL = 1 << 20
 BLOCK_BYTES = 256 << 20
 # sample batches (attacks) hold at most this many bytes per array, whatever the budget
 BATCH_BYTES = 256 << 20
+# what the kernel reports is re-read at most this often for asks below 1/8 of it: a branch-and-bound
+# asks thousands of times a second (30 us a read, 8% of a digits net's MILP proof), and the budget
+# keeps half of what is available anyway
+SOURCES_TTL = 0.05
 
 
 class TooLarge(BadInput):
@@ -107,19 +113,34 @@ def _sources() -> list[tuple[float, str]]:
     return out
 
 
+_recent: list = [-math.inf, []]  # (when read, what `_sources` returned)
+
+
+def _read_sources(nbytes: float = math.inf) -> list[tuple[float, str]]:
+    """`_sources()`, or its reading of the last SOURCES_TTL seconds when `nbytes` is small against it."""
+    stamp, last = _recent
+    now = time.monotonic()
+    if last and now - stamp < SOURCES_TTL and 8 * nbytes <= min(s for s, _ in last):
+        return last
+    last = _sources()
+    _recent[:] = [now, last]
+    return last
+
+
 def available_bytes() -> int | None:
     """Bytes this process can still allocate (the smallest of the sources above), None if unknown."""
     sources = _sources()
     return int(min(s for s, _ in sources)) if sources else None
 
 
-def budget(available: float | None = None) -> tuple[float, str]:
+def budget(available: float | None = None, nbytes: float = math.inf) -> tuple[float, str]:
     """(the budget in bytes, where that number comes from): CERTIFY_MEMORY_LIMIT, or half of what
-    is available now (`available` replaces the measured value)."""
+    is available now (`available` replaces the measured value; `nbytes`, the size asked for, lets a
+    small ask use a reading of the last SOURCES_TTL seconds)."""
     env = os.environ.get(ENV_VAR)
     if env:
         return float(parse_size(env)), f"{ENV_VAR}={env}"
-    sources = [(float(available), "of memory available")] if available is not None else _sources()
+    sources = [(float(available), "of memory available")] if available is not None else _read_sources(nbytes)
     if not sources:
         return float("inf"), "no known limit"
     left, what = min(sources)
@@ -150,9 +171,10 @@ def held_bytes() -> int:
     return sum(seen.values())
 
 
-def work_left(available: float | None = None) -> tuple[float, str]:
-    """(bytes a computation may still allocate, the budget described for a message)."""
-    limit, source = budget(available)
+def work_left(available: float | None = None, nbytes: float = math.inf) -> tuple[float, str]:
+    """(bytes a computation may still allocate, the budget described for a message); `nbytes` as in
+    `budget`."""
+    limit, source = budget(available, nbytes)
     if os.environ.get(ENV_VAR):
         held = held_bytes() + _reserved[0]
         of_which = f", of which {gb(held)} are held (networks, working arrays)" if held >= 0.5e6 else ""
@@ -162,7 +184,7 @@ def work_left(available: float | None = None) -> tuple[float, str]:
 
 def fits(nbytes: float) -> bool:
     """Whether `nbytes` more bytes fit in the budget now."""
-    return nbytes <= SMALL or nbytes <= work_left()[0]
+    return nbytes <= SMALL or nbytes <= work_left(nbytes=nbytes)[0]
 
 
 def _refusal(nbytes: float, what: str, described: str, alternative: str) -> str:
@@ -176,7 +198,7 @@ def require_work(nbytes: float, what: str, alternative: str = "", available: flo
     the budget; `alternative` says what to do instead (e.g. a cheaper method)."""
     if nbytes <= SMALL and available is None:
         return
-    left, described = work_left(available)
+    left, described = work_left(available, nbytes)
     if nbytes > left:
         raise TooLarge(_refusal(nbytes, what, described, alternative))
 
@@ -190,7 +212,7 @@ def block_rows(rows: int, row_bytes: float, what: str, fixed: float = 0.0, alter
     whole = fixed + rows * row_bytes
     if whole <= SMALL:
         return rows
-    left, described = work_left()
+    left, described = work_left(nbytes=whole)
     if whole <= left:
         return rows
     # half of what is left at most: the caller's other arrays (results, vectors) need room too
@@ -205,7 +227,8 @@ def batch_rows(wanted: int, row_bytes: float, fixed: float = 0.0) -> int:
     """How many of `wanted` sample rows (each `row_bytes` of working arrays, plus `fixed`) to process
     at once: at most BATCH_BYTES and what fits in the budget; 0 when not even one row fits."""
     wanted = max(int(wanted), 1)
-    cap = min(work_left()[0] - fixed, BATCH_BYTES) if fixed + wanted * row_bytes > SMALL else wanted * row_bytes
+    whole = fixed + wanted * row_bytes
+    cap = min(work_left(nbytes=whole)[0] - fixed, BATCH_BYTES) if whole > SMALL else wanted * row_bytes
     return int(max(0, min(wanted, cap // max(row_bytes, 1.0))))
 
 

@@ -343,3 +343,28 @@ def test_rounding_bound_of_a_sampled_point_stays_within_the_budget(monkeypatch):
     assert peak < 10 * MB < _largest(net), peak
     np.testing.assert_array_equal(blocked.jacobian, whole.jacobian)
     np.testing.assert_allclose(blocked.magnitude, whole.magnitude, rtol=1e-12)
+
+
+def test_kernel_readings_are_reused_only_for_small_asks_within_their_ttl(monkeypatch):
+    """A branch-and-bound asks for budgets thousands of times a second: a reading of the last
+    SOURCES_TTL seconds serves asks below 1/8 of it; a large ask, or a stale reading, reads again."""
+    monkeypatch.delenv(memory.ENV_VAR, raising=False)
+    reads, available = [], [8e9]
+
+    def sources():
+        reads.append(1)
+        return [(available[0], "of memory available")]
+
+    monkeypatch.setattr(memory, "_sources", sources)
+    monkeypatch.setattr(memory, "_recent", [-float("inf"), []])
+    clock = [100.0]
+    monkeypatch.setattr(memory.time, "monotonic", lambda: clock[0])
+    assert memory.block_rows(1000, 4000, "x") == 1000 and len(reads) == 1  # 4 MB: read once
+    available[0] = 4e6  # the machine fills up, unseen by small asks within the TTL
+    assert memory.block_rows(1000, 4000, "x") == 1000 and len(reads) == 1
+    with pytest.raises(TooLarge):  # 2 GB is more than 1/8 of the last reading: read again, refused
+        memory.require_work(2e9, "a large ask")
+    assert len(reads) == 2
+    available[0] = 8e9
+    clock[0] += memory.SOURCES_TTL  # stale: the next small ask reads again
+    assert memory.block_rows(1000, 4000, "x") == 1000 and len(reads) == 3
