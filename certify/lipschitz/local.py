@@ -174,11 +174,12 @@ def _raced(net, box, question: NormQuestion, opts: LocalOptions, nb, search: Wit
     digits MLPs in a minute where their MILP takes 7-30 s, and would take its core)."""
     live = LiveProgress(progress, search, budget)
     live.proven(fast[0])
-    milp_opts = replace(opts, threads=1, method="milp")
 
-    def milp_side(send) -> LipschitzCertificate:
+    def milp_side(send, parent_idle) -> LipschitzCertificate:
         child_live = LiveProgress(send, search, budget)
         walk_regions(search, budget.stage(0.1))
+        # one solver thread while the parent's side runs; all of them when it only waits by now
+        milp_opts = replace(opts, threads=opts.threads if parent_idle() else 1, method="milp")
         return _milp_path(net, box, question, milp_opts, nb, search, budget, fast, child_live)
 
     race = Race(milp_side, search, budget, opts.mip_gap, live)

@@ -81,8 +81,8 @@ def _summary(cert: LipschitzCertificate) -> dict:
             "witness": None if cert.witness is None else np.asarray(cert.witness, dtype=np.float64)}
 
 
-def _child_main(conn, side: Callable[[Callable[[Progress], None]], LipschitzCertificate],
-                search: WitnessSearch, parent: int) -> None:
+def _child_main(conn, side: Callable[[Callable[[Progress], None], Callable[[], bool]], LipschitzCertificate],
+                search: WitnessSearch, parent: int, idle) -> None:
     """The child: run `side` (the MILP path), sending its proven bound and witness on every event."""
     forked_child()
     _die_with_parent(parent)
@@ -97,7 +97,7 @@ def _child_main(conn, side: Callable[[Callable[[Progress], None]], LipschitzCert
             conn.send(("progress", float(ev.upper), float(search.lower), x))
 
     try:
-        conn.send(("done", _summary(side(send))))
+        conn.send(("done", _summary(side(send, idle.is_set))))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, whose side goes on
         with contextlib.suppress(Exception):
             conn.send(("error", f"{type(exc).__name__}: {exc}"[:300]))
@@ -109,7 +109,7 @@ def _child_main(conn, side: Callable[[Callable[[Progress], None]], LipschitzCert
 class Race:
     """One race (see module doc): `run(parent_side)` returns the combined certificate."""
 
-    def __init__(self, child_side: Callable[[Callable[[Progress], None]], LipschitzCertificate],
+    def __init__(self, child_side: Callable[[Callable[[Progress], None], Callable[[], bool]], LipschitzCertificate],
                  search: WitnessSearch, budget: Budget, mip_gap: float, live) -> None:
         self.child_side, self.search, self.budget, self.mip_gap, self.live = child_side, search, budget, mip_gap, live
         self.shared = _Shared()
@@ -123,15 +123,17 @@ class Race:
 
         ctx = mp.get_context("fork")
         receive, send = ctx.Pipe(duplex=False)
+        self._idle = ctx.Event()  # set when the parent only waits: the child may take both cores
         for stream in (sys.stdout, sys.stderr):  # a buffer copied into the child would be printed twice
             with contextlib.suppress(Exception):
                 stream.flush()
-        child = ctx.Process(target=_child_main, args=(send, self.child_side, self.search, os.getpid()), daemon=True,
+        child = ctx.Process(target=_child_main, args=(send, self.child_side, self.search, os.getpid(), self._idle),
+                            daemon=True,
                             name="certify-race-milp")
         previous = self._watch_sigint()
         child.start()
         send.close()
-        listener = threading.Thread(target=self._listen, args=(receive, child), name="certify-race", daemon=True)
+        listener = threading.Thread(target=self._listen, args=(receive,), name="certify-race", daemon=True)
         listener.start()
         try:
             cert = parent_side()
@@ -145,12 +147,15 @@ class Race:
             if self.shared.stopped and not self.real_interrupt:
                 withdraw_stop()
             self._restore_sigint(previous)
+        if self.shared.error == "the MILP process ended without a result":
+            self.shared.error += f" (exit code {child.exitcode})"
         return self._combine(cert, parent_name(cert), child.exitcode)
 
     def wait_child(self) -> None:
         """The parent's side is out of moves: wait for the child's result (or the combined interval
         closing, the deadline, Ctrl-C), showing the combined interval on the live line."""
         sh = self.shared
+        self._idle.set()
         while sh.final is None and sh.error is None and not past(self.budget.deadline):
             time.sleep(POLL)
             if self.live is not None:
@@ -166,7 +171,7 @@ class Race:
             while listener.is_alive() and time.perf_counter() < end and self.shared.final is None:
                 listener.join(POLL)
 
-    def _listen(self, conn, child) -> None:
+    def _listen(self, conn) -> None:
         """Receive the child's events and replay its witnesses; stop the parent's side when the
         combined interval closes (checked every POLL seconds: the parent's lower bound rises too)."""
         sh = self.shared
@@ -180,8 +185,8 @@ class Race:
                 except (EOFError, OSError):
                     eof, msg = True, None
                     if sh.final is None and sh.error is None and not self._done.is_set():
-                        child.join(0.2)
-                        sh.error = f"the MILP process ended without a result (exit code {child.exitcode})"
+                        # (its exit code is read once the main thread has joined it: one waiter only)
+                        sh.error = "the MILP process ended without a result"
                 if msg is not None:
                     self._take(msg)
             if not sh.stopped and sh.upper < math.inf and self._closed():
