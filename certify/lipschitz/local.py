@@ -48,7 +48,6 @@ from .node_bound import clarke_node_bound
 from .anytime import bab_certificate, fast_upper
 from .bab import INPUT_SPLIT_DIM
 from .exact_regions import region_stage
-from .race import Race, race_possible, race_side_names
 from .options import (AUTO_BAB_INPUTS, AUTO_MILP_UNSTABLE, AUTO_REGIONS_BEFORE_BAB, AUTO_REGIONS_BEFORE_MILP,
                       DEFAULT_MIP_GAP, LocalOptions, NormQuestion)
 from .witness import WitnessSearch, closed, walk_regions
@@ -163,6 +162,8 @@ def _race(opts: LocalOptions, nb, question: NormQuestion, splits: bool, regions:
         return False
     if opts.race == "auto" and (splits or not regions):
         return False
+    from .race import race_possible  # (lazy: 4-6 ms of import that the questions never raced skip)
+
     return race_possible(cores=1 if opts.race == "on" else 2)
 
 
@@ -172,6 +173,8 @@ def _raced(net, box, question: NormQuestion, opts: LocalOptions, nb, search: Wit
     stage when the rule runs it, then the tree on boxes whose inputs it splits (or with no region
     stage), else nothing: the MILP alone from there (the phase-splitting tree does not close the
     digits MLPs in a minute where their MILP takes 7-30 s, and would take its core)."""
+    from .race import Race, race_side_names
+
     live = LiveProgress(progress, search, budget)
     live.proven(fast[0])
 
