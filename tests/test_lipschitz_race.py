@@ -266,3 +266,13 @@ def test_after_a_failed_region_stage_the_milp_closes_alone(monkeypatch, exact10)
 def test_auto_leaves_the_input_splitting_tree_alone(exact):
     cert = certify.local_lipschitz(sequential(W), np.zeros(2), 1.0, time_limit=60)
     assert not cert.race and cert.method == "bab" and cert.status == "optimal" and _brackets(cert, exact)
+
+
+def test_a_failed_fork_falls_back_to_the_rule(monkeypatch, exact10):
+    def no_fork(self):
+        raise OSError("Resource temporarily unavailable")
+
+    monkeypatch.setattr(multiprocessing.get_context("fork").Process, "start", no_fork)
+    cert = certify.local_lipschitz(sequential(W10), C10, R10, time_limit=60, race="on")
+    assert not cert.race and cert.status == "optimal" and _brackets(cert, exact10)
+    assert _no_children() and signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -108,7 +108,12 @@ def local_lipschitz(
         fast = fast_upper(net, nb, question, budget.deadline)
         regions = opts.method == "auto" and _regions_first(net, nb, splits, question)
         if _race(opts, nb, question, splits, regions):
-            return _raced(net, box, question, opts, nb, search, budget, fast, progress, splits, regions)
+            from .race import RaceUnavailable
+
+            try:
+                return _raced(net, box, question, opts, nb, search, budget, fast, progress, splits, regions)
+            except RaceUnavailable:  # no fork possible: the rule alone, as without the race
+                pass
         if regions:  # small nets: their regions, exactly
             exact, fast = region_stage(net, box, question, opts, nb, search, budget, fast)
             if exact is not None:

@@ -61,6 +61,10 @@ def race_possible(cores: int = 2) -> bool:
     return have >= cores
 
 
+class RaceUnavailable(Exception):
+    """The child could not be started; nothing has run yet (the caller follows the rule instead)."""
+
+
 @dataclass
 class _Shared:
     """What the parent knows of the child, kept by the listener thread."""
@@ -130,8 +134,13 @@ class Race:
         child = ctx.Process(target=_child_main, args=(send, self.child_side, self.search, os.getpid(), self._idle),
                             daemon=True,
                             name="certify-race-milp")
+        try:
+            child.start()
+        except OSError as exc:  # (no memory or process slot for a fork): nothing ran yet
+            for end in (receive, send):
+                end.close()
+            raise RaceUnavailable(f"could not fork: {exc}") from exc
         previous = self._watch_sigint()
-        child.start()
         send.close()
         listener = threading.Thread(target=self._listen, args=(receive,), name="certify-race", daemon=True)
         listener.start()
@@ -339,4 +348,4 @@ def race_side_names(cert: LipschitzCertificate) -> str:
     return "regions" if cert.method in ("regions", "bounds") else cert.method
 
 
-__all__ = ["Race", "race_possible", "race_side_names"]
+__all__ = ["Race", "RaceUnavailable", "race_possible", "race_side_names"]
