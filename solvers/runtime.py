@@ -127,6 +127,24 @@ def request_stop() -> None:
     _FLAG.set()
 
 
+def withdraw_stop() -> None:
+    """Take back a `request_stop` made by the program itself (auto's race stops the side that lost
+    with it); never after a real Ctrl-C, which the caller must have ruled out."""
+    _FLAG.clear()
+
+
+def forked_child() -> None:
+    """In a process forked from a command (auto's race): the watchdog thread and its signal pipe
+    belong to the parent, so the child neither writes to that pipe nor counts on the watchdog (a
+    Ctrl-C sets the stop flag through the inherited handler, the parent ends the child)."""
+    global _WATCHDOG
+    _WATCHDOG = None
+    _CHILDREN.clear()
+    if threading.current_thread() is threading.main_thread():
+        with contextlib.suppress(ValueError, OSError):
+            signal.set_wakeup_fd(-1)
+
+
 def user_interrupt() -> None:
     """A Ctrl-C that a C solver caught itself (Gurobi, SCS install their own SIGINT handlers while
     they run, so Python never sees it): the same stop as ours, the watchdog's grace period included."""
@@ -431,6 +449,6 @@ ProgressCallback = Callable[[Progress], None]
 
 __all__ = ["Abandoned", "Budget", "Progress", "ProgressCallback", "abandoned", "command_deadline", "earliest",
            "interrupted", "interrupted_before_output", "interruptible", "may_abandon", "offer_partial",
-           "output_started", "past", "register_child", "request_stop", "restore_handler", "run_abandonable",
+           "output_started", "forked_child", "withdraw_stop", "past", "register_child", "request_stop", "restore_handler", "run_abandonable",
            "set_command_deadline", "set_result_fd", "stop_requested", "time_left", "unregister_child",
            "user_interrupt", "watchdog"]

@@ -51,6 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="l2 norms: exact Gurobi MIQP when possible (auto), only MIQP, or the norm-interpolation bound")
     p.add_argument("--method", default="auto", choices=O.METHODS,
                    help=f"auto (bab up to {O.AUTO_BAB_INPUTS} free inputs, else MILP up to {O.AUTO_MILP_UNSTABLE} unstable ReLUs, else bab), milp, bab (Jacobian branch-and-bound), bounds (fast bound only)")
+    p.add_argument("--race", default="auto", choices=O.RACE_CHOICES,
+                   help="method auto: race the MILP (a second process) against the region search and the "
+                        "branch-and-bound, first to close wins (auto: with fork and 2+ cores; on; off: the rule alone)")
     p.add_argument("--threads", type=int, default=O.DEFAULT_THREADS, metavar="K",
                    help=f"solver threads (default {O.DEFAULT_THREADS})")
     add_progress_flags(p)
@@ -103,7 +106,7 @@ def _lipschitz(args: argparse.Namespace) -> int:
             input_norm=args.input_norm, output_norm=args.output_norm, margin=margin, target=target, progress=live,
             backend=args.backend, time_limit=args.time_limit, mip_gap=args.mip_gap, bounds=args.bounds,
             formulation=args.formulation, l2_method=args.l2_method, pass_bounds=args.pass_bounds, threads=args.threads,
-            method=args.method,
+            method=args.method, race=args.race,
         )
     finally:
         live.close()

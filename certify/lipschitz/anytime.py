@@ -45,7 +45,7 @@ def bab_certificate(net, box, question: NormQuestion, opts: LocalOptions, nb: Bo
     nodes, stop = 0, "closed"
     if method == "bab" and not closed(search.lower, upper, 1e-6):
         def report(ev: BabProgress) -> None:
-            live.emit(Progress(budget.elapsed(), max(ev.lower, search.lower), min(ev.upper, upper), "bab", ev.nodes))
+            live.emit(Progress(budget.elapsed(), max(ev.lower, search.lower), min(ev.upper, upper, live.upper), "bab", ev.nodes))
 
         out = lipschitz_bab(net, box, question, search, budget, progress=report if live.active else None,
                             milp_finish=opts.milp_finish, root_bounds=nb)

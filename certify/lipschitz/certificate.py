@@ -41,6 +41,9 @@ class LipschitzCertificate(Certificate):
     solver_seconds: float = 0.0
     proof: dict = field(default_factory=dict)
     witness_direction: np.ndarray | None = None
+    # auto's race (`certify.lipschitz.race`): {"winner", "parent", "child", "milp_upper", ...}; empty
+    # when no race ran
+    race: dict = field(default_factory=dict)
 
     def _extra_dict(self) -> dict:
         return {"gap": self.gap}

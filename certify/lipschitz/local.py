@@ -22,7 +22,7 @@ L_{2->q} <= sqrt(L_{1->q} L_{inf->q}) (likewise on the output side): sound but n
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
@@ -80,7 +80,9 @@ def local_lipschitz(
       `formulation` (forward J w, or backward J^T c as in LipMIP), `l2_method` (auto, miqp,
       equivalence), `pass_bounds` (interval, lp), `threads`, `warm_start`, `verbose`, `method`
       (auto: the MILP when at most 60 ReLUs are unstable, else the Jacobian branch-and-bound;
-      milp; bab; bounds: the Jacobian bound alone), `milp_finish` (bab: close nodes with at most
+      milp; bab; bounds: the Jacobian bound alone; where the rule can guess wrong, auto races the
+      MILP in a forked process against the region stage and the tree: `certify.lipschitz.race`),
+      `race` (auto: with fork and two cores; on; off), `milp_finish` (bab: close nodes with at most
       six unstable ReLUs, or eight on nodes about to be branched, by the exact MILP; off by
       default, the tree closes such nodes about as fast).
 
@@ -104,31 +106,110 @@ def local_lipschitz(
         search = WitnessSearch(net, box, question, budget)
         search.sample()
         fast = fast_upper(net, nb, question, budget.deadline)
-        if opts.method == "auto" and _regions_first(net, nb, splits, question):  # small nets: their regions, exactly
+        regions = opts.method == "auto" and _regions_first(net, nb, splits, question)
+        if _race(opts, nb, question, splits, regions):
+            from .race import RaceUnavailable
+
+            try:
+                return _raced(net, box, question, opts, nb, search, budget, fast, progress, splits, regions)
+            except RaceUnavailable:  # no fork possible: the rule alone, as without the race
+                pass
+        if regions:  # small nets: their regions, exactly
             exact, fast = region_stage(net, box, question, opts, nb, search, budget, fast)
             if exact is not None:
                 LiveProgress(progress, search, budget).proven(exact.upper)
                 return exact
-        # before a small tree over input splits: one climb from the best sampled points, no random
-        # restarts (the tree's own points find the rest: same nodes, 0.1-0.4 s less on the bench);
-        # larger trees, which often end at the time limit, keep them for their lower bound (ACAS Xu
-        # 3_3, 148 unstable, 10 s: 4.49 with them, 4.29 without)
-        few = splits and nb.num_unstable <= WALK_RESTARTS_UNSTABLE
-        walk_regions(search, budget.stage(0.1), **({"rounds": 0} if few else {}))
+        _walk(search, budget, splits, nb)
         live = LiveProgress(progress, search, budget)
         live.proven(fast[0])
         method = _method(opts, nb, box, question)
         if method != "milp":
             return bab_certificate(net, box, question, opts, nb, search, budget, fast, live, method)
-        try:
-            plan = _plan(net, nb, question, opts, budget)
-        except _NoTime:  # Ctrl-C or the deadline before the MILP was built: the fast bound it is
-            return bab_certificate(net, box, question, opts, nb, search, budget, fast, live, "bounds")
-        solves = [_solve_pair(pair, holder, nb, search, opts, budget, live, k, len(plan.pairs))
-                  for k, (pair, holder) in enumerate(plan.pairs)]
-        return _certificate(box, question, opts, nb, search, plan, solves, budget, fast)
+        return _milp_path(net, box, question, opts, nb, search, budget, fast, live)
 
 
+def _walk(search: WitnessSearch, budget: Budget, splits: bool, nb) -> None:
+    """The region walk's lower bound before the method. Before a small tree over input splits: one
+    climb from the best sampled points, no random restarts (the tree's own points find the rest:
+    same nodes, 0.1-0.4 s less on the bench); larger trees, which often end at the time limit, keep
+    them for their lower bound (ACAS Xu 3_3, 148 unstable, 10 s: 4.49 with them, 4.29 without)."""
+    few = splits and nb.num_unstable <= WALK_RESTARTS_UNSTABLE
+    walk_regions(search, budget.stage(0.1), **({"rounds": 0} if few else {}))
+
+
+def _milp_path(net, box, question: NormQuestion, opts: LocalOptions, nb, search: WitnessSearch, budget: Budget,
+               fast: tuple[float, str], live: LiveProgress) -> LipschitzCertificate:
+    """What `method="milp"` runs after the bounds: plan, solve, independent proof, certificate."""
+    try:
+        plan = _plan(net, nb, question, opts, budget)
+    except _NoTime:  # Ctrl-C or the deadline before the MILP was built: the fast bound it is
+        return bab_certificate(net, box, question, opts, nb, search, budget, fast, live, "bounds")
+    solves = [_solve_pair(pair, holder, nb, search, opts, budget, live, k, len(plan.pairs))
+              for k, (pair, holder) in enumerate(plan.pairs)]
+    return _certificate(box, question, opts, nb, search, plan, solves, budget, fast)
+
+
+def _race(opts: LocalOptions, nb, question: NormQuestion, splits: bool, regions: bool) -> bool:
+    """Does auto race the MILP (a child process) against the region stage (and the tree)?
+
+    `race="auto"`: only where the rule guesses: on boxes the MILP gets (more than
+    AUTO_BAB_INPUTS free inputs) whose region stage goes first. There neither order wins (digits
+    32-32 x0: the region stage gives up after 3 s, the MILP closes in 7 s; digits 64 x0, same 15
+    unstable ReLUs: the region stage closes in 3 s, the MILP in 23 s). Boxes whose inputs the tree
+    splits keep the tree alone: it closed every such bench question first (LipMIP's 2-input nets,
+    random 5-60-60-2), and on this shared 2-core machine a MILP process beside it only takes its
+    CPU. Never for l2 norms (their MILP is Gurobi's MIQP or an interpolation), a named back-end or
+    method, or more than RACE_MAX_UNSTABLE unstable ReLUs. `race="on"`: wherever fork exists (the
+    tree's boxes too); "off": the rule alone."""
+    if opts.method != "auto" or opts.backend != "auto" or question.uses_l2 or opts.race == "off":
+        return False
+    if nb.num_unstable > RACE_MAX_UNSTABLE:
+        return False
+    if opts.race == "auto" and (splits or not regions):
+        return False
+    from .race import race_possible  # (lazy: 4-6 ms of import that the questions never raced skip)
+
+    return race_possible(cores=1 if opts.race == "on" else 2)
+
+
+def _raced(net, box, question: NormQuestion, opts: LocalOptions, nb, search: WitnessSearch, budget: Budget,
+           fast: tuple[float, str], progress, splits: bool, regions: bool) -> LipschitzCertificate:
+    """auto's race (`race`): the MILP path in a forked child with one solver thread; here the region
+    stage when the rule runs it, then the tree on boxes whose inputs it splits (or with no region
+    stage), else nothing: the MILP alone from there (the phase-splitting tree does not close the
+    digits MLPs in a minute where their MILP takes 7-30 s, and would take its core)."""
+    from .race import Race, race_side_names
+
+    live = LiveProgress(progress, search, budget)
+    live.proven(fast[0])
+
+    def milp_side(send, parent_idle) -> LipschitzCertificate:
+        child_live = LiveProgress(send, search, budget)
+        walk_regions(search, budget.stage(0.1))
+        # one solver thread while the parent's side runs; all of them when it only waits by now
+        milp_opts = replace(opts, threads=opts.threads if parent_idle() else 1, method="milp")
+        return _milp_path(net, box, question, milp_opts, nb, search, budget, fast, child_live)
+
+    race = Race(milp_side, search, budget, opts.mip_gap, live)
+
+    def tree_side() -> LipschitzCertificate:
+        quick = fast
+        if regions:
+            exact, quick = region_stage(net, box, question, opts, nb, search, budget, fast)
+            if exact is not None:
+                live.proven(exact.upper)
+                return exact
+        live.proven(quick[0])
+        if regions and not splits:  # (no walk here either: the child walks before its MILP)
+            race.wait_child()
+            return bab_certificate(net, box, question, opts, nb, search, budget, quick, live, "bounds")
+        _walk(search, budget, splits, nb)
+        return bab_certificate(net, box, question, opts, nb, search, budget, quick, live, "bab")
+
+    return race.run(tree_side, race_side_names)
+
+
+RACE_MAX_UNSTABLE = 120
 WALK_RESTARTS_UNSTABLE = 60  # trees over input splits with more unstable ReLUs keep the walk's restarts
 
 

@@ -18,6 +18,9 @@ L2_METHODS: tuple[str, ...] = ("auto", "miqp", "equivalence")
 # 5-input ones), else the exact MILP when the bounds leave at most AUTO_MILP_UNSTABLE unstable ReLUs
 # (or when a MILP back-end is named), else the branch-and-bound; bounds: the Jacobian bound alone
 METHODS: tuple[str, ...] = ("auto", "milp", "bab", "bounds")
+# auto's race (`certify.lipschitz.race`): the MILP in a forked child against the region stage and the
+# tree; auto: where Linux's fork and two cores are there; on: with fork, whatever the cores; off: the rule
+RACE_CHOICES: tuple[str, ...] = ("auto", "on", "off")
 AUTO_MILP_UNSTABLE = 60
 AUTO_BAB_INPUTS = 8  # (the branch-and-bound splits inputs up to bab.INPUT_SPLIT_DIM, the same 8)
 # auto runs the region stage first (certify.lipschitz.exact_regions) before the MILP, and before the
@@ -42,7 +45,7 @@ DEFAULT_THREADS = 2
 
 __all__ = ["BACKEND_CHOICES", "BOUND_METHODS", "DEFAULT_BOUNDS", "DEFAULT_FORMULATION", "DEFAULT_INPUT_NORM",
            "DEFAULT_MIP_GAP", "DEFAULT_OUTPUT_NORM", "DEFAULT_THREADS", "FORMULATIONS", "L2_METHODS", "LocalOptions",
-           "METHODS", "AUTO_BAB_INPUTS", "AUTO_MILP_UNSTABLE", "AUTO_REGIONS_BEFORE_BAB", "AUTO_REGIONS_BEFORE_MILP", "NORMS", "NormQuestion", "PASS_BOUNDS"]
+           "METHODS", "RACE_CHOICES", "AUTO_BAB_INPUTS", "AUTO_MILP_UNSTABLE", "AUTO_REGIONS_BEFORE_BAB", "AUTO_REGIONS_BEFORE_MILP", "NORMS", "NormQuestion", "PASS_BOUNDS"]
 
 
 @dataclass(frozen=True)
@@ -101,13 +104,14 @@ class LocalOptions:
     verbose: bool = False
     method: str = "auto"
     milp_finish: bool = False  # bab: close nodes with few unstable neurons by the exact MILP
+    race: str = "auto"  # method auto: race the MILP against the tree (RACE_CHOICES)
 
     @classmethod
     def of(cls, backend="auto", time_limit=None, mip_gap=None, bounds=DEFAULT_BOUNDS, formulation=DEFAULT_FORMULATION,
            l2_method="auto", pass_bounds=None, threads=DEFAULT_THREADS, warm_start=True, verbose=False,
-           method="auto", milp_finish=False) -> "LocalOptions":
+           method="auto", milp_finish=False, race="auto") -> "LocalOptions":
         for value, choices, what in ((backend, BACKEND_CHOICES, "backend"), (bounds, BOUND_METHODS, "bounds method"),
-                                     (method, METHODS, "method"),
+                                     (method, METHODS, "method"), (race, RACE_CHOICES, "race choice"),
                                      (formulation, FORMULATIONS, "formulation"), (l2_method, L2_METHODS, "l2 method")):
             if value not in choices:
                 raise BadInput(f"unknown {what} {value!r}; choose one of {', '.join(choices)}")
@@ -123,4 +127,4 @@ class LocalOptions:
         if isinstance(threads, bool) or int(parse_positive(threads, "threads")) != threads:
             raise BadInput(f"threads must be a positive integer, got {threads!r}")
         return cls(backend, time_limit, mip_gap, bounds, formulation, l2_method, pass_bounds, int(threads),
-                   bool(warm_start), bool(verbose), method, bool(milp_finish))
+                   bool(warm_start), bool(verbose), method, bool(milp_finish), race)

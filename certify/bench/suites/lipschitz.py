@@ -30,7 +30,15 @@ def lipschitz_outcome(cert) -> Outcome:
     return Outcome(status=cert.status, solved=cert.status == "optimal", lower=cert.lower, upper=cert.upper,
                    bound=cert.upper, nodes=cert.nodes, unstable=cert.unstable, binaries=cert.binaries,
                    backend_used=cert.backend if cert.backend in MILP_BACKENDS else None,
-                   proof_share=(cert.proof or {}).get("share"))
+                   proof_share=(cert.proof or {}).get("share"), note=_race_note(cert))
+
+
+def _race_note(cert) -> str:
+    """auto's race, when one ran: which side closed (runs.csv's `note`)."""
+    race = getattr(cert, "race", None) or {}
+    if not race:
+        return ""
+    return f"race: {race.get('winner') or 'neither'} closed ({race.get('parent')} vs {race.get('child')})"
 
 
 @functools.lru_cache(maxsize=None)
