@@ -175,3 +175,28 @@ def test_relu_split_verdicts_on_a_conv_net_agree_with_milp():
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_relu_split_verdicts_on_more_conv_nets_agree_with_milp(seed):
     _verdicts(seed)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_float32_estimate_matches_the_float64_dual_bound(seed):
+    """`estimate_upper` (strong branching's float32 score) against `dual_upper` in float64 for the
+    same random multipliers: the same function up to float32 rounding."""
+    from solvers.bounds.beta import dual_upper, estimate_upper, multipliers
+
+    rng, net = _conv_net(seed)
+    blocks = relu_blocks(net)
+    n = blocks[0].in_dim
+    center = rng.uniform(-1, 1, n)
+    lo, hi = center - 0.05, center + 0.05
+    root = bound_boxes(blocks, lo[None], hi[None], BoundOptions())
+    P = 6
+    split = [np.where(((l < 0) & (u > 0)) & (rng.random((P, l.shape[1])) < 0.2), rng.choice([-1.0, 1.0], (P, l.shape[1])), 0.0)
+             for l, u in zip(root.pre_lo, root.pre_hi)]
+    pl, ph = clamp_splits([np.repeat(l, P, 0) for l in root.pre_lo], [np.repeat(u, P, 0) for u in root.pre_hi], split)
+    alpha = [rng.random(l.shape) for l in pl]
+    beta = [rng.exponential(0.5, l.shape) * (s != 0) for l, s in zip(pl, split)]
+    c, e = rng.normal(size=(P, 3)), rng.normal(size=(P, n)) * 0.1
+    ref, _ = dual_upper(blocks, lo[None], hi[None], pl, ph, multipliers(blocks, c, pl, ph, split, alpha, beta), e, rigorous=False)
+    got = estimate_upper(blocks, lo[None], hi[None], pl, ph, split, c, e, alpha, beta)
+    assert np.all(np.isfinite(ref)) and np.ptp(ref) > 0.1  # distinct finite bounds: a real comparison
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3)

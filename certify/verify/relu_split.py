@@ -33,7 +33,7 @@ import numpy as np
 from models.ir import Network
 from solvers.bab import DepthFirst, NodeBound
 from solvers.bounds import Bounds, relu_blocks
-from solvers.bounds.beta import beta_upper, clamp_splits, crown_slopes, dual_upper, multipliers
+from solvers.bounds.beta import beta_upper, clamp_splits, crown_slopes, estimate_upper
 from solvers.bounds.options import BoundOptions
 from solvers.bounds.pipeline import bound_boxes
 from solvers.runtime import past
@@ -336,8 +336,8 @@ class ReluSplitSearch:
                                                U[t][ar[sel], neu[sel]])
         A = [x[idx] for x in alpha]
         Bt = [x[idx] * (s != 0) for x, s in zip(beta, S)]
-        nus = multipliers(self.blocks, c[idx], L, U, S, A, Bt)
-        up, _ = dual_upper(self.blocks, region.lo[None], region.hi[None], L, U, nus, e[idx], rigorous=False)
+        # float32, no allowance: a heuristic (float64 dual bounds cost 2x here, 27% of a CIFAR search)
+        up = estimate_upper(self.blocks, region.lo[None], region.hi[None], L, U, S, c[idx], e[idx], A, Bt)
         margin = np.clip(d[idx] + up, 0.0, None)
         worst: dict[tuple[int, int], float] = {}
         acc: dict[tuple[int, int, int], float] = {}

@@ -302,6 +302,23 @@ class _Net32:
         return val, dA + dB
 
 
+def estimate_upper(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo, pre_hi, split, c: np.ndarray,
+                   e: np.ndarray | None, alpha: list[np.ndarray], beta: list[np.ndarray]) -> np.ndarray:
+    """The dual bound of `dual_upper` for the multipliers of slopes alpha and split multipliers
+    beta, in float32 without rounding allowance (P,): a cheap estimate for heuristics (strong
+    branching), not a bound. Split neurons' bounds must be clamped."""
+    net = _Net32(blocks, lo, hi, pre_lo, pre_hi, split, c, e)
+    f32 = np.float32
+    A = [np.asarray(a, dtype=f32) for a in alpha]
+    Bt = [np.asarray(b, dtype=f32) * (s != 0) for b, s in zip(beta, net.S)]
+    with np.errstate(under="ignore"):
+        val, _ = net.value(A, Bt, gradient=False)
+    empty = np.zeros(c.shape[0], dtype=bool)
+    for l, u in zip(pre_lo, pre_hi):
+        empty |= np.any(l > u, axis=1)
+    return np.where(empty, -np.inf, val.astype(np.float64))
+
+
 def crown_slopes(l: np.ndarray, u: np.ndarray) -> np.ndarray:
     """CROWN's adaptive lower slopes (1 where u > -l, else 0) of the unstable neurons."""
     return np.where(u > -l, 1.0, 0.0)
@@ -330,4 +347,4 @@ def clamp_splits(pre_lo: list[np.ndarray], pre_hi: list[np.ndarray], split: list
             [np.where(s < 0, np.minimum(u, 0.0), u) for u, s in zip(pre_hi, split)])
 
 
-__all__ = ["SplitBounds", "beta_upper", "clamp_splits", "crown_slopes", "dual_upper", "multipliers", "optimise"]
+__all__ = ["SplitBounds", "beta_upper", "clamp_splits", "crown_slopes", "dual_upper", "estimate_upper", "multipliers", "optimise"]
