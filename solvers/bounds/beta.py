@@ -39,6 +39,7 @@ from models.ir import Affine
 
 from ..rounding import gamma
 from .adam import projected_adam_step
+from .sparse import rmul, rmul_abs
 
 _TINY = 1e-300
 
@@ -66,7 +67,7 @@ def multipliers(blocks: list[Affine], c: np.ndarray, pre_lo, pre_hi, split, alph
     nus: list[np.ndarray] = [np.zeros(0)] * K + [c]
     nu = c
     for t in range(K - 1, -1, -1):
-        g = nu @ blocks[t + 1].weight
+        g = rmul(nu, blocks[t + 1].weight)
         nu = _relax(np, g, pre_lo[t], pre_hi[t], alpha[t]) + beta[t] * split[t]
         nus[t] = nu
     return nus
@@ -118,8 +119,8 @@ def dual_upper(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo: lis
     for t in range(K):
         W = blocks[t + 1].weight
         nu_up, nu = nus[t + 1], nus[t]
-        g = nu_up @ W
-        gerr = 2.0 * gamma(W.shape[0] + 2) * (np.abs(nu_up) @ np.abs(W)) + _TINY if rigorous else 0.0
+        g = rmul(nu_up, W)
+        gerr = 2.0 * gamma(W.shape[0] + 2) * rmul_abs(np.abs(nu_up), W) + _TINY if rigorous else 0.0
         l, u = pre_lo[t], pre_hi[t]
         empty |= np.any(l > u, axis=1)
         amax = np.maximum(u, 0.0)
@@ -142,8 +143,8 @@ def dual_upper(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo: lis
         count += term.shape[1]
     W0 = blocks[0].weight
     e = np.zeros_like(lo) if e is None else np.broadcast_to(e, lo.shape)
-    w = e + nus[0] @ W0
-    werr = 2.0 * gamma(W0.shape[0] + 3) * (np.abs(e) + np.abs(nus[0]) @ np.abs(W0)) + _TINY if rigorous else 0.0
+    w = e + rmul(nus[0], W0)
+    werr = 2.0 * gamma(W0.shape[0] + 3) * (np.abs(e) + rmul_abs(np.abs(nus[0]), W0)) + _TINY if rigorous else 0.0
     xmax = np.maximum(np.abs(lo), np.abs(hi))
     x_best = np.where(w > 0, hi, lo)
     term = np.maximum(w * lo, w * hi)
@@ -163,21 +164,20 @@ def dual_upper(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo: lis
 
 def optimise(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo, pre_hi, split, c: np.ndarray,
              e: np.ndarray | None, alpha: list[np.ndarray] | None, beta: list[np.ndarray] | None,
-             iterations: int, lr_alpha: float = 0.1, lr_beta: float = 0.05, weights32: list[np.ndarray] | None = None,
-             warm_last: bool = False) -> tuple[list[np.ndarray], ...]:
+             iterations: int, lr_alpha: float = 0.1, lr_beta: float = 0.05, warm_last: bool = False) -> tuple[list[np.ndarray], ...]:
     """alpha (P, n_t) in [0, 1] and beta (P, n_t) >= 0 (0 off the split neurons) chosen by projected
     Adam steps on the dual bound (float32 numpy, the gradient derived by hand: `dual_value`; a
     heuristic, not a bound). Start: the given ones, else CROWN's adaptive slopes and beta = 0. Each
     problem's best pair seen is returned, with `warm_last` also the last iterates (alpha, beta, last
-    alpha, last beta: a warm start that keeps the optimiser moving). `weights32`: the layers'
-    weights as float32 (reused across calls). numpy rather than torch: importing torch took 3 s of
+    alpha, last beta: a warm start that keeps the optimiser moving). The weights' float32 copies
+    (CSR for unrolled convolutions) are cached by `sparse.rmul`. numpy rather than torch: importing torch took 3 s of
     a 20 s verification budget, and these products are too small for autograd's overhead to pay."""
     alpha = [crown_slopes(l, u) for l, u in zip(pre_lo, pre_hi)] if alpha is None else alpha
     beta = [np.zeros_like(a) for a in alpha] if beta is None else beta
     if iterations <= 0:
         return (alpha, beta, alpha, beta) if warm_last else (alpha, beta)
     f32 = np.float32
-    net = _Net32(blocks, lo, hi, pre_lo, pre_hi, split, c, e, weights32)
+    net = _Net32(blocks, lo, hi, pre_lo, pre_hi, split, c, e)
     A = [np.asarray(a, dtype=f32) for a in alpha]
     Bt = [np.asarray(b, dtype=f32) * (s != 0) for b, s in zip(beta, net.S)]
     free = [q.astype(f32) for q in net.unst] + [(s != 0).astype(f32) for s in net.S]
@@ -218,11 +218,13 @@ class _Net32:
     (value 0: a floor of 0 there, -inf elsewhere); with one box for every problem (the usual case)
     the input term max(w lo, w hi) is w . mid + |w| . rad, two matrix-vector products."""
 
-    def __init__(self, blocks, lo, hi, pre_lo, pre_hi, split, c, e, weights32=None, dtype=np.float32) -> None:
+    def __init__(self, blocks, lo, hi, pre_lo, pre_hi, split, c, e, dtype=np.float32) -> None:
         f32 = dtype  # (float64 for the tests of the gradient)
         P = c.shape[0]
         self.K = len(blocks) - 1
-        self.W = weights32 if weights32 is not None and dtype == np.float32 else [np.asarray(b.weight, dtype=f32) for b in blocks]
+        # the IR's float64 weights: `rmul` multiplies by their cached copies in `dtype` (CSR when sparse)
+        self.W = [b.weight for b in blocks]
+        self.dtype = f32
         self.b = [np.asarray(b.bias, dtype=f32) for b in blocks]
         self.shared_box = lo.shape[0] == 1 and hi.shape[0] == 1
         if self.shared_box:
@@ -255,7 +257,7 @@ class _Net32:
         val = self.C @ self.b[K]
         saved = []
         for t in range(K - 1, -1, -1):
-            g = nu @ self.W[t + 1]
+            g = rmul(nu, self.W[t + 1], self.dtype)
             pos = (g > 0).astype(g.dtype)
             # d nu_t / d g: the upper chord's slope where g > 0, else alpha (unstable) / the exact slope
             neg_slope = A[t] * self.unst_f[t] + self.stable_slope[t]
@@ -272,7 +274,8 @@ class _Net32:
                 zero = (top < 0) * self.unst_f[t]  # the vertex z = 0 attains
                 saved.append((g, pos, coef, u_wins, zero))
             nu = nu_t
-        w = nu @ self.W[0] if self.E is None else self.E + nu @ self.W[0]
+        w = rmul(nu, self.W[0], self.dtype)
+        w = w if self.E is None else self.E + w
         if self.shared_box:
             val = val + w @ self.mid + np.abs(w) @ self.rad
         else:
@@ -283,7 +286,7 @@ class _Net32:
         dB: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * K
         # d val / d nu_0 through w: the maximising box corner, W_0-transposed
         corner = self.mid + np.sign(w) * self.rad if self.shared_box else np.where(w > 0, self.x_hi, self.x_lo)
-        down = corner @ self.W[0].T
+        down = rmul(corner, self.W[0].T, self.dtype)
         for t in range(K):
             g, pos, coef, u_wins, zero = saved[K - 1 - t]
             # the attaining vertex z (0 where the floor wins): d term / d nu_t = -z, d term / d g =
@@ -295,8 +298,25 @@ class _Net32:
             dA[t] = (1 - pos) * gnu * g * self.unst_f[t]
             dB[t] = gnu * self.S[t] if self.split_any[t] else np.zeros_like(g)
             dg = z * (self.act_f[t] + u_wins * (self.notin_f[t] - self.act_f[t])) + gnu * coef
-            down = dg @ self.W[t + 1].T  # d val / d nu_{t+1} through g_t = nu_{t+1} W_{t+1}
+            down = rmul(dg, self.W[t + 1].T, self.dtype)  # d val / d nu_{t+1} through g_t = nu_{t+1} W_{t+1}
         return val, dA + dB
+
+
+def estimate_upper(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo, pre_hi, split, c: np.ndarray,
+                   e: np.ndarray | None, alpha: list[np.ndarray], beta: list[np.ndarray]) -> np.ndarray:
+    """The dual bound of `dual_upper` for the multipliers of slopes alpha and split multipliers
+    beta, in float32 without rounding allowance (P,): a cheap estimate for heuristics (strong
+    branching), not a bound. Split neurons' bounds must be clamped."""
+    net = _Net32(blocks, lo, hi, pre_lo, pre_hi, split, c, e)
+    f32 = np.float32
+    A = [np.asarray(a, dtype=f32) for a in alpha]
+    Bt = [np.asarray(b, dtype=f32) * (s != 0) for b, s in zip(beta, net.S)]
+    with np.errstate(under="ignore"):
+        val, _ = net.value(A, Bt, gradient=False)
+    empty = np.zeros(c.shape[0], dtype=bool)
+    for l, u in zip(pre_lo, pre_hi):
+        empty |= np.any(l > u, axis=1)
+    return np.where(empty, -np.inf, val.astype(np.float64))
 
 
 def crown_slopes(l: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -307,16 +327,16 @@ def crown_slopes(l: np.ndarray, u: np.ndarray) -> np.ndarray:
 def beta_upper(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo: list[np.ndarray],
                pre_hi: list[np.ndarray], split: list[np.ndarray], c: np.ndarray, e: np.ndarray | None = None, *,
                alpha: list[np.ndarray] | None = None, beta: list[np.ndarray] | None = None,
-               iterations: int = 20, weights32: list[np.ndarray] | None = None) -> SplitBounds:
+               iterations: int = 20) -> SplitBounds:
     """Sound upper bounds of max c_p . f(x) + e_p . x over each problem's box and split phases
     (module doc): alpha / beta optimised (`optimise`), the multipliers rebuilt from them in float64
     and the dual bound evaluated soundly (`dual_upper`). Split neurons' bounds must be clamped."""
     alpha, beta, warm_alpha, warm_beta = optimise(blocks, lo, hi, pre_lo, pre_hi, split, c, e, alpha, beta,
-                                                  iterations, weights32=weights32, warm_last=True)
+                                                  iterations, warm_last=True)
     nus = multipliers(blocks, c, pre_lo, pre_hi, split, alpha, beta)
     upper, x_best = dual_upper(blocks, lo, hi, pre_lo, pre_hi, nus, e)
     K = len(blocks) - 1
-    g = [nus[t + 1] @ blocks[t + 1].weight for t in range(K)]
+    g = [rmul(nus[t + 1], blocks[t + 1].weight) for t in range(K)]
     return SplitBounds(upper, x_best, g, alpha, beta, warm_alpha, warm_beta)
 
 
@@ -327,4 +347,4 @@ def clamp_splits(pre_lo: list[np.ndarray], pre_hi: list[np.ndarray], split: list
             [np.where(s < 0, np.minimum(u, 0.0), u) for u, s in zip(pre_hi, split)])
 
 
-__all__ = ["SplitBounds", "beta_upper", "clamp_splits", "crown_slopes", "dual_upper", "multipliers", "optimise"]
+__all__ = ["SplitBounds", "beta_upper", "clamp_splits", "crown_slopes", "dual_upper", "estimate_upper", "multipliers", "optimise"]

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..rounding import widen
 from .blocked import abs_matmul, interval_matmul, right_abs_matmul, right_interval_matmul
+from .sparse import is_sparse, rmul_part
 
 
 def affine_interval(weight: np.ndarray, bias: np.ndarray | float, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -49,13 +50,18 @@ def _interval_product(W: np.ndarray, lo: np.ndarray, hi: np.ndarray, what: str) 
     if lo.shape[0] == 1:  # a batch of one: the matrix-vector products (faster, the same floats)
         z_lo, z_hi = interval_matmul(W, lo[0], hi[0], what)
         return z_lo[None], z_hi[None]
+    if is_sparse(W.T):  # an unrolled convolution: cached CSR parts, no dense W+ / W- copies per call
+        return (rmul_part(lo, W.T, "pos") + rmul_part(hi, W.T, "neg"),
+                rmul_part(hi, W.T, "pos") + rmul_part(lo, W.T, "neg"))
     return right_interval_matmul(lo, hi, W.T, what)
 
 
 def _abs_product(W: np.ndarray, m: np.ndarray, what: str) -> np.ndarray:
     if m.ndim == 1:
         return abs_matmul(W, m, what)
-    return abs_matmul(W, m[0], what)[None] if m.shape[0] == 1 else right_abs_matmul(m, W.T, what)
+    if m.shape[0] == 1:
+        return abs_matmul(W, m[0], what)[None]
+    return rmul_part(m, W.T, "abs") if is_sparse(W.T) else right_abs_matmul(m, W.T, what)
 
 
 __all__ = ["affine_interval", "affine_transpose_interval", "magnitudes"]

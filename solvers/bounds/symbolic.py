@@ -23,6 +23,7 @@ from models.ir import Affine
 from models.memory import block_rows, fits, require_work
 
 from ..rounding import widen
+from .sparse import csr_t, rmul, sparse_product
 from .types import ACTIVE, INACTIVE, phases
 
 
@@ -78,6 +79,8 @@ class LiveLayers:
         self.relax: list[ReluRelaxation] = []  # relu_relaxation restricted to them, (B, |keep_t|) arrays
         self.weight: list[np.ndarray] = []  # W_t restricted to alive outputs (rows) and alive inputs
         self.bias: list[np.ndarray] = []
+        # CSR copies of weight[t]^T where the layer is an unrolled convolution (`sparse`), else None
+        self.sparse_t: list = []
 
     def add(self, l: np.ndarray, u: np.ndarray) -> None:
         """Relax ReLU layer t = len(self.keep) from its final bounds (B, n_t)."""
@@ -100,6 +103,24 @@ class LiveLayers:
             self.bias.append(self.blocks[t].bias[keep])
         self.keep.append(keep)
         self.weight.append(W)
+        self.sparse_t.append(self._sparse_sub(t, keep))
+
+    def _sparse_sub(self, t: int, keep: np.ndarray):
+        """weight[t]^T (W_t restricted to alive rows and columns) as CSR, None for a dense layer."""
+        full = csr_t(self.blocks[t].weight)
+        if full is None:
+            return None
+        if t > 0 and self.keep[t - 1].size < full.shape[0]:
+            full = full[self.keep[t - 1]]
+        return full[:, keep] if keep.size < full.shape[1] else full
+
+    def mul(self, t: int, X: np.ndarray) -> np.ndarray:
+        """X @ weight[t] (sparse where the layer is)."""
+        return X @ self.weight[t] if self.sparse_t[t] is None else sparse_product(X, self.sparse_t[t])
+
+    def work(self, t: int) -> int:
+        """Multiply-adds per row of a product with weight[t]."""
+        return self.weight[t].size if self.sparse_t[t] is None else int(self.sparse_t[t].nnz)
 
     def inputs_of(self, j: int) -> np.ndarray | slice:
         """Columns of W_j that can be nonzero after the ReLUs (all inputs for j = 0)."""
@@ -111,6 +132,7 @@ class LiveLayers:
         """The same layers relaxed by `relax` instead."""
         other = LiveLayers(self.blocks)
         other.keep, other.relax, other.weight, other.bias = self.keep, list(relax), self.weight, self.bias
+        other.sparse_t = self.sparse_t
         return other
 
 
@@ -169,15 +191,22 @@ def _rows_upper(live: LiveLayers, j: int, coeff, lo, hi, mag, gaps) -> tuple[np.
     def rowdot(x, v):  # sum over n of rows x (.., R, n) times the per-box vector v (B, n)
         return x @ v[0] if one else np.einsum("brn,bn->br", x, v)
 
-    W_j = blocks[j].weight[:, live.inputs_of(j)]
+    inputs = live.inputs_of(j)
+
+    def head(c):  # c @ W_j restricted to the alive inputs (an unrolled convolution: sparse)
+        if csr_t(blocks[j].weight) is not None:
+            return rmul(c, blocks[j].weight)[..., inputs]
+        return c @ blocks[j].weight[:, inputs]
+
     if coeff.ndim == 3:  # rows of their own per box (B, R, n_j)
-        lam, const = coeff @ W_j, coeff @ blocks[j].bias
+        lam, const = head(coeff), coeff @ blocks[j].bias
         row_mag = np.einsum("bn,brn->br", mag, np.abs(coeff))
     elif one:
-        lam, const = coeff @ W_j, coeff @ blocks[j].bias
+        lam, const = head(coeff), coeff @ blocks[j].bias
         row_mag = np.abs(coeff) @ mag[0]
     else:
-        lam = np.broadcast_to(coeff @ W_j, (B, coeff.shape[0], W_j.shape[1]))
+        h = head(coeff)
+        lam = np.broadcast_to(h, (B, coeff.shape[0], h.shape[1]))
         const = np.broadcast_to(coeff @ blocks[j].bias, (B, coeff.shape[0]))
         row_mag = mag @ np.abs(coeff).T
     length = blocks[j].in_dim + 1
@@ -190,7 +219,7 @@ def _rows_upper(live: LiveLayers, j: int, coeff, lo, hi, mag, gaps) -> tuple[np.
         const = const + rowdot(lam_pos, r.up_icpt)
         lam = lam_pos * box(r.up_slope) + lam_neg * box(r.lo_slope)
         const = const + lam @ live.bias[t]
-        lam = lam @ live.weight[t]
+        lam = live.mul(t, lam)
         length += blocks[t].in_dim + 2
     upper = const + rowdot(np.maximum(lam, 0.0), hi) + rowdot(np.minimum(lam, 0.0), lo)
     _, upper = widen(upper, upper, row_mag, length + coeff.shape[-1], factor=4.0 * 2.0**j)
