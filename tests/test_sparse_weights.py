@@ -104,14 +104,19 @@ def test_conv_net_bounds_hold_on_samples_and_match_the_dense_path(seed, monkeypa
         np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-9)
 
 
-@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow), pytest.param(2, marks=pytest.mark.slow)])
-def test_beta_bounds_on_a_conv_net_hold_against_milp(seed, monkeypatch):
+def _conv_root(seed: int):
+    """(rng, net, ReLU blocks, box lo, box hi, root bounds) of a random conv net on a box of radius 0.05."""
     rng, net = _conv_net(seed)
     blocks = relu_blocks(net)
-    n = blocks[0].in_dim
-    center = rng.uniform(-1, 1, n)
+    center = rng.uniform(-1, 1, blocks[0].in_dim)
     lo, hi = center - 0.05, center + 0.05
-    root = bound_boxes(blocks, lo[None], hi[None], BoundOptions())
+    return rng, net, blocks, lo, hi, bound_boxes(blocks, lo[None], hi[None], BoundOptions())
+
+
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow), pytest.param(2, marks=pytest.mark.slow)])
+def test_beta_bounds_on_a_conv_net_hold_against_milp(seed, monkeypatch):
+    rng, net, blocks, lo, hi, root = _conv_root(seed)
+    n = lo.size
     split = []
     for l, u in zip(root.pre_lo, root.pre_hi):
         unst = np.flatnonzero((l[0] < 0) & (u[0] > 0))
@@ -183,12 +188,8 @@ def test_float32_estimate_matches_the_float64_dual_bound(seed):
     same random multipliers: the same function up to float32 rounding."""
     from solvers.bounds.beta import dual_upper, estimate_upper, multipliers
 
-    rng, net = _conv_net(seed)
-    blocks = relu_blocks(net)
-    n = blocks[0].in_dim
-    center = rng.uniform(-1, 1, n)
-    lo, hi = center - 0.05, center + 0.05
-    root = bound_boxes(blocks, lo[None], hi[None], BoundOptions())
+    rng, net, blocks, lo, hi, root = _conv_root(seed)
+    n = lo.size
     P = 6
     split = [np.where(((l < 0) & (u > 0)) & (rng.random((P, l.shape[1])) < 0.2), rng.choice([-1.0, 1.0], (P, l.shape[1])), 0.0)
              for l, u in zip(root.pre_lo, root.pre_hi)]
