@@ -234,7 +234,10 @@ class ReluSplitSearch:
                              iterations=self.root_iterations if root else self.iterations)
             lhs_lower[pb_a, pr_a] = -res.upper
             for p, (b, row) in enumerate(zip(pb, pr)):
-                nodes[b].warm[row] = ([a[p] for a in res.warm_alpha], [x[p] for x in res.warm_beta])
+                # float32 copies: a starting point only (any alpha in [0, 1], beta >= 0 gives a sound
+                # bound), at half the bytes, and no view keeping the whole batch's arrays alive
+                nodes[b].warm[row] = ([a[p].astype(np.float32) for a in res.warm_alpha],
+                                      [x[p].astype(np.float32) for x in res.warm_beta])
             if self._candidates(r, res.x_best):
                 return [NodeBound(np.inf, lower=self.cex.margin, witness=self.cex)] + [NodeBound(np.inf)] * (B - 1)
             g = res.g
