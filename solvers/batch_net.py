@@ -15,11 +15,7 @@ from models.ir import Network
 from models.memory import batch_rows, fits, require_work, track, working
 
 from .bounds import relu_blocks
-
-
-#: a weight with at most this share of non-zeros (an unrolled convolution) is kept sparse in the
-#: search's copy: its products then cost the kernel's work, not the dense matrix's
-SPARSE_DENSITY = 0.1
+from .bounds.sparse import mostly_zeros  # (the bounds' rule: unrolled convolutions kept sparse)
 
 
 class _Block:
@@ -62,7 +58,7 @@ class BatchNet:
         self.itemsize = self.dtype.itemsize
         if self.dtype != np.float64:
             nonzeros = [int(np.count_nonzero(b.weight)) for b in blocks]
-            sparse = [b.weight.size > 4096 and k <= SPARSE_DENSITY * b.weight.size for b, k in zip(blocks, nonzeros)]
+            sparse = [mostly_zeros(b.weight.size, k) for b, k in zip(blocks, nonzeros)]
             # a sparse weight is held twice (W and its transpose), with an int32 index per value
             copy = float(sum((2 * k * (self.itemsize + 4) if sp else b.weight.size * self.itemsize) + b.bias.nbytes
                              for b, k, sp in zip(blocks, nonzeros, sparse)))

@@ -29,12 +29,17 @@ MIN_SIZE = 4096
 _cache: dict[tuple, "_Ops"] = {}
 
 
+def mostly_zeros(size: int, nonzero: int) -> bool:
+    """Is a weight of `size` entries, `nonzero` of them non-zero, multiplied faster as CSR?"""
+    return size > MIN_SIZE and nonzero <= SPARSE_DENSITY * size
+
+
 class _Ops:
     """One weight's products in one dtype: a dense array, or CSR copies of W^T (and |W|^T)."""
 
     def __init__(self, W: np.ndarray, dtype: np.dtype) -> None:
         nonzero = int(np.count_nonzero(W))
-        self.sparse = W.size > MIN_SIZE and nonzero <= SPARSE_DENSITY * W.size
+        self.sparse = mostly_zeros(W.size, nonzero)
         self.dense: np.ndarray | None = None
         self.t: Any = None
         self.parts: dict[str, Any] = {}
@@ -140,4 +145,4 @@ def is_sparse(W: np.ndarray) -> bool:
     return ops is not None and ops.sparse
 
 
-__all__ = ["SPARSE_DENSITY", "csr_t", "is_sparse", "rmul", "rmul_abs", "rmul_part", "sparse_product"]
+__all__ = ["SPARSE_DENSITY", "csr_t", "is_sparse", "mostly_zeros", "rmul", "rmul_abs", "rmul_part", "sparse_product"]
