@@ -145,6 +145,28 @@ def forked_child() -> None:
             signal.set_wakeup_fd(-1)
 
 
+def forkable_cores() -> int:
+    """The cores this process may run forked children on (Linux's affinity; 1 without fork)."""
+    if sys.platform != "linux" or not hasattr(os, "fork"):
+        return 1
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def die_with_parent(parent: int) -> None:
+    """In a forked child (auto's race, the proof's workers), Linux: the kernel kills this process
+    when its parent dies (SIGKILL, or an os._exit that skips the parent's clean-up): never an
+    orphan solving on."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # (the parent went before the request took effect)
+        os._exit(1)
+
+
 def user_interrupt() -> None:
     """A Ctrl-C that a C solver caught itself (Gurobi, SCS install their own SIGINT handlers while
     they run, so Python never sees it): the same stop as ours, the watchdog's grace period included."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -138,13 +138,15 @@ def _walk(search: WitnessSearch, budget: Budget, splits: bool, nb) -> None:
 
 
 def _milp_path(net, box, question: NormQuestion, opts: LocalOptions, nb, search: WitnessSearch, budget: Budget,
-               fast: tuple[float, str], live: LiveProgress) -> LipschitzCertificate:
-    """What `method="milp"` runs after the bounds: plan, solve, independent proof, certificate."""
+               fast: tuple[float, str], live: LiveProgress, proof_cores: tuple[int, Callable[[], int]] | None = None
+               ) -> LipschitzCertificate:
+    """What `method="milp"` runs after the bounds: plan, solve, independent proof, certificate.
+    `proof_cores`: the proof's worker processes (most, how many now) when not `opts.threads`."""
     try:
         plan = _plan(net, nb, question, opts, budget)
     except _NoTime:  # Ctrl-C or the deadline before the MILP was built: the fast bound it is
         return bab_certificate(net, box, question, opts, nb, search, budget, fast, live, "bounds")
-    solves = [_solve_pair(pair, holder, nb, search, opts, budget, live, k, len(plan.pairs))
+    solves = [_solve_pair(pair, holder, nb, search, opts, budget, live, k, len(plan.pairs), proof_cores)
               for k, (pair, holder) in enumerate(plan.pairs)]
     return _certificate(box, question, opts, nb, search, plan, solves, budget, fast)
 
@@ -186,9 +188,11 @@ def _raced(net, box, question: NormQuestion, opts: LocalOptions, nb, search: Wit
     def milp_side(send, parent_idle) -> LipschitzCertificate:
         child_live = LiveProgress(send, search, budget)
         walk_regions(search, budget.stage(0.1))
-        # one solver thread while the parent's side runs; all of them when it only waits by now
+        # one solver thread while the parent's side runs; all of them when it only waits by now (the
+        # proof's workers: one until then, a second one as soon as the parent waits)
         milp_opts = replace(opts, threads=opts.threads if parent_idle() else 1, method="milp")
-        return _milp_path(net, box, question, milp_opts, nb, search, budget, fast, child_live)
+        return _milp_path(net, box, question, milp_opts, nb, search, budget, fast, child_live,
+                          (opts.threads, lambda: opts.threads if parent_idle() else 1))
 
     race = Race(milp_side, search, budget, opts.mip_gap, live)
 
@@ -392,7 +396,7 @@ class _Solved:
 
 
 def _solve_pair(pair, holder: list[LipschitzMilp], nb, search: WitnessSearch, opts: LocalOptions, budget: Budget,
-                live: LiveProgress, k: int, n: int) -> _Solved:
+                live: LiveProgress, k: int, n: int, proof_cores: tuple[int, Callable[[], int]] | None = None) -> _Solved:
     rem = budget.remaining()
     share = budget if rem is None or n - k == 1 else Budget(max(rem, 0.0) / (n - k))
     milp = holder[0]
@@ -407,7 +411,9 @@ def _solve_pair(pair, holder: list[LipschitzMilp], nb, search: WitnessSearch, op
                         node_bound=lambda lo, hi: holder[0].phase_bound(lo, hi),
                         phase_bound=clarke_node_bound(search.net, search.box, nb, milp, pair, search.question.target),
                         replay=lambda x: search.replay(holder[0], pair, x),
-                        units=lambda v: holder[0].to_lipschitz(v))
+                        units=lambda v: holder[0].to_lipschitz(v),
+                        workers=None if proof_cores is None else proof_cores[0],
+                        available=None if proof_cores is None else proof_cores[1])
     if sound.incumbent is not None and sound.incumbent_value is not None:
         # every incumbent was replayed before the proof; one that fell short of its objective says why
         claimed = holder[0].to_lipschitz(sound.incumbent_value, upward=False)

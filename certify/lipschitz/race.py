@@ -32,7 +32,7 @@ from typing import Callable
 
 import numpy as np
 
-from solvers.runtime import Budget, Progress, forked_child, interrupted, past, request_stop, withdraw_stop
+from solvers.runtime import Budget, Progress, die_with_parent, forkable_cores, forked_child, interrupted, past, request_stop, withdraw_stop
 
 from .certificate import LipschitzCertificate
 from .options import DEFAULT_MIP_GAP
@@ -52,13 +52,7 @@ CHILD_DELAY = 0.5
 
 def race_possible(cores: int = 2) -> bool:
     """Linux's fork and at least `cores` cores for this process: else auto keeps its rule."""
-    if sys.platform != "linux" or not hasattr(os, "fork"):
-        return False
-    try:
-        have = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        have = os.cpu_count() or 1
-    return have >= cores
+    return forkable_cores() >= cores
 
 
 class RaceUnavailable(Exception):
@@ -89,7 +83,7 @@ def _child_main(conn, side: Callable[[Callable[[Progress], None], Callable[[], b
                 search: WitnessSearch, parent: int, idle) -> None:
     """The child: run `side` (the MILP path), sending its proven bound and witness on every event."""
     forked_child()
-    _die_with_parent(parent)
+    die_with_parent(parent)
     time.sleep(CHILD_DELAY)
     sent = [-math.inf]
 
@@ -318,17 +312,6 @@ class Race:
         if final is not None and final["status"] == "optimal":
             return "milp"
         return None
-
-
-def _die_with_parent(parent: int) -> None:
-    """Linux: the kernel kills this child when the parent dies (SIGKILL, or an os._exit that skips
-    the parent's clean-up): never an orphan solving on."""
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent:  # (the parent went before the request took effect)
-        os._exit(1)
 
 
 def _end(child) -> None:

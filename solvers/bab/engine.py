@@ -88,10 +88,12 @@ class BabResult(Generic[N]):
     open_nodes: int
     seconds: float
     stop: str  # "closed" (tree exhausted), "gap", "above" (a value above the target, or at least
-    #            `stop_at`), "time_limit", "node_limit", "interrupted"
+    #            `stop_at`), "time_limit", "node_limit", "interrupted", "split" (`split_when`)
     max_depth: int = 0
     closed_bound: float = -math.inf  # largest bound among closed nodes (part of `upper`)
     open_bounds: list[float] = field(default_factory=list)
+    # stop "split" only: every open entry (bound, depth, node, node bound), taken off the frontier
+    open_entries: list = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -114,6 +116,7 @@ def branch_and_bound(
     frontier: Frontier | None = None,
     interrupt: Callable[[], bool] = interrupted,
     round_seconds: float | None = ROUND_SECONDS,
+    split_when: Callable[[int, int, float], bool] | None = None,
 ) -> BabResult:
     """Run the search. `target`: close nodes whose bound is <= target (prove upper <= target);
     `gap`: stop once upper - lower <= gap * |upper|; `deadline`: a `time.perf_counter()` value;
@@ -124,7 +127,10 @@ def branch_and_bound(
     every round, a stop request (stop "interrupted"); `round_seconds`: batched rounds are sized
     (from the last round's seconds per node) to take at most this long and to end by the deadline
     (None: only by the deadline); a problem whose bound calls have a large fixed cost, such as
-    optimised node bounds, needs longer rounds than the default to fill its batches.
+    optimised node bounds, needs longer rounds than the default to fill its batches;
+    `split_when(nodes, open nodes, seconds)`: polled every round, True stops the search (stop
+    "split") and hands every open entry to the caller (`BabResult.open_entries`), e.g. to search
+    the subtrees on other cores (`proof_workers`); `upper` still covers them.
 
     `batch` > 1 with a problem that has `bound_many`: up to `batch` of the best open nodes are
     branched together and all their children bounded in one call (vectorised bounds amortise
@@ -205,6 +211,9 @@ def branch_and_bound(
             if max_nodes is not None and nodes >= max_nodes:
                 stop = "node_limit"
                 break
+            if split_when is not None and split_when(nodes, len(front), time.perf_counter() - t0):
+                stop = "split"
+                break
             taken = []  # (depth, node, bound, node bound) of the nodes branched in this round
             want = batch if many is not None else 1
             if deadline is not None and want > 1 and per_node > 0:
@@ -250,6 +259,8 @@ def branch_and_bound(
     upper = current_upper()
     result = BabResult(upper, lower, incumbent, nodes, len(front), time.perf_counter() - t0, stop, max_depth, closed,
                        sorted(front.bounds(), reverse=True)[:8])
+    if stop == "split":
+        result.open_entries = front.pop(len(front))
     if progress is not None:
         progress(BabProgress(lower, upper, nodes, len(front), result.seconds))
     if hard_stop:

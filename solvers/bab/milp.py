@@ -28,7 +28,9 @@ import scipy.sparse as sp
 
 from ..lp import MilpModel, SafeLp
 from ..rounding import round_up
+from ..runtime import forkable_cores
 from .engine import BabProgress, NodeBound, branch_and_bound
+from .proof_workers import prove_subtrees, split_rule
 
 INTEGRALITY = 1e-6
 CUT_ROUNDS = 6
@@ -94,6 +96,14 @@ class _MilpProof:
             raise ValueError("only diagonal positive semidefinite quadratic constraints can be proven")
         if self.q_vars is not None and self.sign < 0:
             raise ValueError("a convex quadratic objective can only be proven for maximisation")
+
+    def fresh(self) -> "_MilpProof":
+        """A copy with its own LP and what this one learned (pseudo-costs, the phase-bound choice):
+        a proof worker's, built after the fork."""
+        other = _MilpProof(self.model, self.deadline, self.node_bound, self.phase_bound, self.target)
+        other.pc_sum, other.pc_cnt = self.pc_sum.copy(), self.pc_cnt.copy()
+        other.use_phase, other.probe = self.use_phase, list(self.probe)
+        return other
 
     # ------------------------------------------------------------------ engine hooks
     def root(self) -> _Node:
@@ -290,6 +300,8 @@ def prove_bound(
     progress=None,
     node_bound=None,
     phase_bound=None,
+    workers: int = 1,
+    available=None,
 ) -> ProofResult:
     """Prove (or correct) a bound on `model`'s optimum: for "max" an upper bound, for "min" a lower
     bound, in the model's own objective units. `target` is the claimed bound (e.g. a MILP solver's
@@ -307,7 +319,11 @@ def prove_bound(
     fully fixed ones: the problem's bound may not see that their region is empty). The proven
     bound then holds for that quantity (which the model's optimum may exceed, e.g. at ties of
     ReLU phases). When the root's phase bound costs more than PHASE_COST_CAP root LPs, the rest of
-    the tree is bounded by its LPs alone (a note says so)."""
+    the tree is bounded by its LPs alone (a note says so).
+
+    `workers` > 1: once the tree is large enough, its open subtrees are proven on up to that many
+    forked processes (`proof_workers`; `available()`, when given, says how many may run now), for
+    a proof against a target of a linear model (no cut rows: each worker has its own LP)."""
     t0 = time.perf_counter()
     if deadline is not None and time.perf_counter() >= deadline:
         # no time for even the root LP: callers fall back to a bound they already hold
@@ -321,10 +337,20 @@ def prove_bound(
         if progress is not None:
             progress(BabProgress(sign * ev.lower, sign * ev.upper, ev.nodes, ev.open_nodes, ev.seconds))
 
+    workers = min(int(workers), forkable_cores()) if target is not None and not problem.cuts else 1
     res = branch_and_bound(problem, target=tgt, deadline=deadline, progress=report if progress else None,
-                           gap=None if target is not None else 1e-9)
-    return ProofResult(sign * res.upper, res.complete, res.nodes, time.perf_counter() - t0, res.stop, problem.lp.solves,
-                       problem.notes)
+                           gap=None if target is not None else 1e-9, split_when=split_rule(workers))
+    if res.stop != "split":
+        return ProofResult(sign * res.upper, res.complete, res.nodes, time.perf_counter() - t0, res.stop, problem.lp.solves,
+                           problem.notes)
+    sub = prove_subtrees(problem, problem.fresh, res.open_entries, target=tgt, lower=res.lower, closed=res.closed_bound,
+                         deadline=deadline, workers=workers, available=available, nodes0=res.nodes,
+                         progress=report if progress else None)
+    notes = problem.notes + [f"proof: {len(res.open_entries)} subtrees on {sub.workers} worker process(es) after "
+                             f"{res.nodes} nodes"]
+    notes += [f"a proof worker failed ({e}); its subtree was searched again" for e in sub.errors]
+    return ProofResult(sign * sub.upper, sub.complete, res.nodes + sub.nodes, time.perf_counter() - t0, sub.stop,
+                       problem.lp.solves + sub.lp_solves, notes)
 
 
 __all__ = ["ProofResult", "prove_bound"]

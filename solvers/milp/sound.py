@@ -82,6 +82,8 @@ def sound_solve(
     phase_bound: Callable[[np.ndarray, np.ndarray], float] | None = None,
     replay: Callable[[np.ndarray], object] | None = None,
     units: Callable[[float], float] | None = None,
+    workers: int | None = None,
+    available: Callable[[], int] | None = None,
 ) -> SoundSolve:
     """Solve `model` and prove the bound (see module doc). `fallback` is a bound already known to
     be sound (e.g. interval arithmetic); the result is never worse than it. `on_progress(stage,
@@ -89,7 +91,8 @@ def sound_solve(
     `node_bound` and `phase_bound` are passed to the proof (`prove_bound`); `replay(x)` receives
     every usable incumbent as soon as the solver returns it (before the proof); `units` turns an objective value into the
     quantity the user asked for (a Lipschitz constant, a radius: the objective may be scaled or
-    squared), for the numbers notes quote."""
+    squared), for the numbers notes quote. The proof runs on up to `workers` (default `threads`)
+    processes once its tree is large (`prove_bound`; `available()`: how many may run now)."""
     sign = 1.0 if model.sense == "max" else -1.0
     choice = choose_backend(backend, model)
     notes = list(choice.notes)
@@ -130,6 +133,7 @@ def sound_solve(
     if usable and res is not None and res.bound is not None:
         target = res.bound + sign * (TARGET_SLACK * abs(res.bound) + 1e-300)
     proof = prove_bound(model, target, deadline=budget.deadline, node_bound=node_bound, phase_bound=phase_bound,
+                        workers=threads if workers is None else workers, available=available,
                         progress=None if on_progress is None else
                         (lambda ev: on_progress("proof", ev.lower if math.isfinite(ev.lower) else None, ev.upper, ev.nodes)))
     bound = proof.bound
