@@ -32,7 +32,8 @@ from typing import Callable
 
 import numpy as np
 
-from solvers.runtime import Budget, Progress, die_with_parent, forkable_cores, forked_child, interrupted, past, request_stop, withdraw_stop
+from solvers.runtime import (Budget, Progress, die_with_parent, forkable_cores, forked_child, interrupted, past, request_stop,
+                             withdraw_stop)
 
 from .certificate import LipschitzCertificate
 from .options import DEFAULT_MIP_GAP
