@@ -44,9 +44,18 @@ def split_early(monkeypatch):
     monkeypatch.setattr(proof_module, "PHASE_COST_CAP", math.inf)  # kept however loaded the machine
     monkeypatch.setattr(workers, "SPLIT_AFTER", 0.0)
     monkeypatch.setattr(workers, "SPLIT_LATE", 0.0)
+    _EARLIER[:] = _all_children()
+
+
+_EARLIER: list[int] = []  # children this process had before the test (other tests' helpers)
 
 
 def _children() -> list[int]:
+    """This process's live (unreaped) children started during the test."""
+    return [p for p in _all_children() if p not in _EARLIER]
+
+
+def _all_children() -> list[int]:
     """This process's live (unreaped) children, from /proc."""
     out = []
     for task in Path(f"/proc/{os.getpid()}/task").iterdir():
