@@ -180,7 +180,7 @@ def _raced(net, box, question: NormQuestion, opts: LocalOptions, nb, search: Wit
     stage when the rule runs it, then the tree on boxes whose inputs it splits (or with no region
     stage), else nothing: the MILP alone from there (the phase-splitting tree does not close the
     digits MLPs in a minute where their MILP takes 7-30 s, and would take its core)."""
-    from .race import Race, race_side_names
+    from .race import CHILD_DELAY, Race, race_side_names
 
     live = LiveProgress(progress, search, budget)
     live.proven(fast[0])
@@ -194,7 +194,7 @@ def _raced(net, box, question: NormQuestion, opts: LocalOptions, nb, search: Wit
         return _milp_path(net, box, question, milp_opts, nb, search, budget, fast, child_live,
                           (opts.threads, lambda: opts.threads if parent_idle() else 1))
 
-    race = Race(milp_side, search, budget, opts.mip_gap, live)
+    race = Race(milp_side, search, budget, opts.mip_gap, live, CHILD_DELAY if splits else 0.0)
 
     def tree_side() -> LipschitzCertificate:
         quick = fast
