@@ -343,7 +343,7 @@ def prove_bound(
     if res.stop != "split":
         return ProofResult(sign * res.upper, res.complete, res.nodes, time.perf_counter() - t0, res.stop, problem.lp.solves,
                            problem.notes)
-    sub = prove_subtrees(problem, problem.fresh, res.open_entries, target=tgt, lower=res.lower, closed=res.closed_bound,
+    sub = prove_subtrees(problem, res.open_entries, target=tgt, lower=res.lower, closed=res.closed_bound,
                          deadline=deadline, workers=workers, available=available, nodes0=res.nodes,
                          progress=report if progress else None)
     notes = problem.notes + [f"proof: {len(res.open_entries)} subtrees on {sub.workers} worker process(es) after "

@@ -96,7 +96,7 @@ def _search(problem, entry, target: float, lower: float, deadline: float | None,
     return res.upper, res.stop, max(res.nodes - 1, 0)
 
 
-def _worker(conn, fresh: Callable[[], Any], entries: list, counter, halt, target: float, lower: float,
+def _worker(conn, parent_problem, entries: list, counter, halt, target: float, lower: float,
             deadline: float | None, parent: int) -> None:
     forked_child()
     die_with_parent(parent)
@@ -105,7 +105,7 @@ def _worker(conn, fresh: Callable[[], Any], entries: list, counter, halt, target
         return interrupted() or bool(halt.value)
 
     try:
-        problem = fresh()
+        problem = parent_problem.fresh()  # (its own LP, the learned pseudo-costs)
         solves0 = problem.lp.solves
         while not stop() and not past(deadline):
             with counter.get_lock():
@@ -129,14 +129,14 @@ def _worker(conn, fresh: Callable[[], Any], entries: list, counter, halt, target
             conn.close()
 
 
-def prove_subtrees(problem, fresh: Callable[[], Any], entries: list, *, target: float, lower: float,
+def prove_subtrees(problem, entries: list, *, target: float, lower: float,
                    closed: float, deadline: float | None, workers: int, available: Callable[[], int] | None,
                    progress: Callable[[BabProgress], None] | None, nodes0: int) -> SubtreesResult:
     """Search the subtrees rooted at `entries` (the engine's open entries at a split, engine sense)
     on up to `workers` forked processes (`available()`: how many may run now). `problem` is the
-    sequential search's (for subtrees left to this process), `fresh()` builds a worker's own copy
-    (run in the worker, after the fork); `closed` is the sequential part's closed bound and
-    `nodes0` its node count (for progress)."""
+    sequential search's: it searches the subtrees left to this process, and `problem.fresh()`
+    builds each worker's own copy (in the worker, after the fork); `closed` is the sequential
+    part's closed bound and `nodes0` its node count (for progress)."""
     # (lazy: proofs that never split do not pay the import)
     from multiprocessing import Value
     from multiprocessing.connection import Pipe, wait
@@ -160,7 +160,7 @@ def prove_subtrees(problem, fresh: Callable[[], Any], entries: list, *, target: 
                 stream.flush()
         receive, send = Pipe(duplex=False)
         try:
-            proc = _Forked(_worker, (send, fresh, entries, counter, halt, target, lower, deadline, os.getpid()))
+            proc = _Forked(_worker, (send, problem, entries, counter, halt, target, lower, deadline, os.getpid()))
         except OSError:
             receive.close()
             send.close()
