@@ -269,6 +269,21 @@ def allocating(nbytes: float, what: str) -> Iterator[None]:
         ) from None
 
 
+class Holding:
+    """Bytes a long computation keeps between its steps (a search's open nodes), held as reserved
+    until `release`: the checks made meanwhile see that much less of a CERTIFY_MEMORY_LIMIT budget."""
+
+    def __init__(self) -> None:
+        self.nbytes = 0.0
+
+    def set(self, nbytes: float) -> None:
+        _reserved[0] += nbytes - self.nbytes
+        self.nbytes = float(nbytes)
+
+    def release(self) -> None:
+        self.set(0.0)
+
+
 @contextmanager
 def working(nbytes: float, what: str, alternative: str = "") -> Iterator[None]:
     """`require_work`, then hold `nbytes` as reserved during the block (checks made inside it see

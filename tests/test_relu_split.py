@@ -347,3 +347,78 @@ def test_low_dimensional_inputs_keep_input_splitting():
     res = verify(net, parse_vnnlib(text), timeout=10, attack_seconds=0.0)
     if res.details.get("search"):
         assert res.details["search"]["bounder"] == "symbolic-batched"
+
+
+# ---------------------------------------------------------------- open nodes within the memory budget
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(-1e39, 1e39, allow_nan=False), min_size=1, max_size=30))
+def test_float32_storage_rounds_outward(values):
+    from certify.verify.relu_split import _outward32
+
+    a = np.array(values, dtype=np.float64)
+    down, up = _outward32(a, -np.inf), _outward32(a, np.inf)
+    assert down.dtype == np.float32 and up.dtype == np.float32
+    assert np.all(down.astype(np.float64) <= a) and np.all(up.astype(np.float64) >= a)
+    finite = np.abs(a) < 3e38
+    # at most one float32 step away (the nearest float32 is at most half a step off)
+    assert np.all(np.nextafter(down[finite], np.float32(np.inf)).astype(np.float64) >= a[finite])
+    assert np.all(np.nextafter(up[finite], np.float32(-np.inf)).astype(np.float64) <= a[finite])
+
+
+@pytest.mark.parametrize("sizes", [(3, 8, 8, 2), (4, 10, 6, 3), (2, 6, 6, 6, 2)])
+def test_verdicts_hold_with_open_nodes_compacted_every_round(monkeypatch, sizes):
+    from certify.verify import relu_split
+
+    calls = []
+
+    def compact_always(self):
+        nodes = [e[2] for e in self.frontier.open_entries()]
+        if nodes:
+            self._compact(nodes)
+            calls.append(len(nodes))
+
+    monkeypatch.setattr(relu_split.ReluSplitSearch, "_check_memory", compact_always)
+    outcomes = [_verdict(seed, sizes) for seed in range(8)]  # (checked against region enumeration)
+    assert "unsat" in outcomes, outcomes
+    assert calls, "no search had open nodes to compact"
+
+
+def test_open_nodes_over_the_memory_budget_end_unknown_with_a_note(monkeypatch):
+    from certify.verify import relu_split
+
+    monkeypatch.setattr(relu_split, "MEASURE_FROM", 1)
+    monkeypatch.setattr(relu_split, "work_left", lambda *a, **k: (64.0, "test"))  # a 32-byte share
+    found = None
+    for seed in range(40):  # a property the root does not decide
+        rng = np.random.default_rng(seed)
+        sizes = (4, 12, 12, 2)
+        net = random_relu_net(sizes, seed=seed, bias_scale=0.3)
+        text, lo, hi, G, H, d = _property(rng, net, sizes[0], sizes[-1])
+        res = verify(net, parse_vnnlib(text), timeout=20, seed=seed, max_split_dims=0, attack_seconds=0.0)
+        if any("memory budget" in n for n in res.notes):
+            found = (res, net, lo, hi, G, H, d)
+            break
+    assert found is not None, "no search reached the memory check"
+    res, net, lo, hi, G, H, d = found
+    assert res.result == "unknown"
+    assert any("compacted" in n for n in res.notes)
+    exact, _ = exact_max_margin(net, lo, hi, G, H, d)
+    assert res.upper is None or res.upper >= exact - TOL  # the bound it reports still holds
+    from models import memory
+
+    assert memory._reserved[0] == 0.0  # the open nodes' bytes were released with the search
+
+
+def test_held_bytes_count_against_a_set_budget_until_released(monkeypatch):
+    from models import memory
+
+    monkeypatch.setenv(memory.ENV_VAR, "1G")
+    before = memory.work_left()[0]
+    hold = memory.Holding()
+    hold.set(3e8)
+    assert memory.work_left()[0] == pytest.approx(before - 3e8)
+    hold.set(1e8)  # (a new measurement replaces the old one)
+    assert memory.work_left()[0] == pytest.approx(before - 1e8)
+    assert not memory.fits(before - 0.5e8)
+    hold.release()
+    assert memory.work_left()[0] == pytest.approx(before)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from models.ir import Network
+from models.memory import Holding, gb, work_left
 from solvers.bab import DepthFirst, NodeBound
 from solvers.bounds import Bounds, relu_blocks
 from solvers.bounds.beta import beta_upper, clamp_splits, crown_slopes, estimate_upper
@@ -51,6 +52,15 @@ NODE_ITERATIONS = 16
 STRONG_PER_LAYER = 2
 # seconds of one round of node bounds (the engine sizes the batch from the last round's per-node time)
 ROUND_SECONDS = 1.0
+# the open nodes may hold at most this share of the memory budget left when the search starts
+# (`models.memory.work_left`); they are measured every round once there are MEASURE_FROM of them
+FRONTIER_SHARE = 0.5
+MEASURE_FROM = 256
+# between full measurements (30 ms for 3,000 CIFAR nodes) the bytes are estimated from the last
+# one's bytes per node, for at most MEASURE_EVERY rounds and while the estimate stays below
+# MEASURE_NEAR of the cap
+MEASURE_EVERY = 10
+MEASURE_NEAR = 0.8
 
 
 @dataclass(eq=False)
@@ -102,9 +112,19 @@ class ReluSplitSearch:
         self.deadline: float | None = None
         self._pgd_start: tuple[int, int, np.ndarray] | None = None
         self.frontier = DepthFirst(lambda node, nb: nb.upper if nb is not None else np.inf)
+        # the open nodes' memory: its cap (set at the root), compactions so far, a stop when even
+        # compacted nodes exceed it (`_check_memory`)
+        self.memory_cap = np.inf
+        self.compactions = 0
+        self.memory_stop = False
+        self.memory_note = ""
+        self.holding = Holding()  # (the open nodes' bytes count as held for the budget's other checks)
+        self._per_node = 0.0  # bytes per open node at the last full measurement
+        self._estimated = 0  # rounds since then
 
     # ---------------------------------------------------------------- the BabProblem side
     def roots(self) -> list[_Node]:
+        self.memory_cap = FRONTIER_SHARE * work_left()[0]
         out = []
         for r, region in enumerate(self.f.regions):
             nb = bound_boxes(self.blocks, region.lo[None], region.hi[None],
@@ -149,6 +169,7 @@ class ReluSplitSearch:
         """Every `pgd_every` rounds, PGD on the open clause with the largest bound of the last batch,
         started at its linear bound's maximiser; the counterexample's margin so far (-inf: none)."""
         i, self.rounds = self.rounds, self.rounds + 1
+        self._check_memory()
         if (self.cex is None and self.pgd_every and i % self.pgd_every == self.pgd_every - 1
                 and self._pgd_start is not None and not past(self.deadline)):
             r, clause, x = self._pgd_start
@@ -202,8 +223,48 @@ class ReluSplitSearch:
             n.fresh = False
             empty[b] = gone[k] or any(np.any(l > u) for l, u in zip(n.pre_lo, n.pre_hi))
 
+    def _check_memory(self) -> None:
+        """Keep the open nodes within `memory_cap`: over it, every open node drops its warm starts
+        (its children start from CROWN's slopes) and stores its pre-activation bounds in float32,
+        rounded outward (restored to float64 when it is expanded: looser by about 1e-7 relative,
+        still sound); when even that exceeds the cap the search stops (`memory_stop`). The bytes
+        measured are held (`models.memory.Holding`) until the search ends."""
+        if not np.isfinite(self.memory_cap):
+            return
+        nodes = [e[2] for e in self.frontier.open_entries()]
+        if len(nodes) < MEASURE_FROM:
+            return
+        estimate = len(nodes) * self._per_node
+        if self._per_node and self._estimated < MEASURE_EVERY and estimate <= MEASURE_NEAR * self.memory_cap:
+            self._estimated += 1
+            self.holding.set(estimate)
+            return
+        self._estimated = 0
+        held = _held_bytes(nodes)
+        if held > self.memory_cap:
+            self._compact(nodes)
+            held = _held_bytes(nodes)
+        self._per_node = held / len(nodes)
+        self.holding.set(held)
+        if held > self.memory_cap:
+            self.memory_stop = True
+            self.memory_note = (f"the {len(nodes)} open node(s) hold {gb(held)}, over their share of the memory budget "
+                                f"({gb(self.memory_cap)}) even compacted: the search stopped there")
+
+    def _compact(self, nodes: list[_Node]) -> None:
+        """Open nodes without warm starts and with float32 bounds (rounded outward)."""
+        for n in nodes:
+            n.warm = {}
+            n.pre_lo = [_outward32(a, -np.inf) for a in n.pre_lo]
+            n.pre_hi = [_outward32(a, np.inf) for a in n.pre_hi]
+        self.compactions += 1
+
     def _expand(self, r: int, nodes: list[_Node]) -> list[NodeBound]:
         region = self.f.regions[r]
+        for n in nodes:  # (bounds compacted to float32 while the node was open)
+            if n.pre_lo and n.pre_lo[0].dtype != np.float64:
+                n.pre_lo = [a.astype(np.float64) for a in n.pre_lo]
+                n.pre_hi = [a.astype(np.float64) for a in n.pre_hi]
         rows, owner = self.rows[r]
         k = len(region.clauses)
         B = len(nodes)
@@ -384,11 +445,39 @@ class ReluSplitSearch:
     def run(self, deadline: float) -> SearchOutcome:
         """The verification search's driver (`search.run_search`: the engine with this problem,
         its budgets, statuses and sound upper bound), with this search's notes."""
-        out = run_search(self, deadline)
+        try:
+            out = run_search(self, deadline)
+        finally:
+            self.holding.release()
         out.notes = [f"ReLU splitting (beta-CROWN node bounds): {self.nodes} node(s), depth {self.max_depth}"]
+        if self.compactions:
+            out.notes.append(f"the open nodes were compacted {self.compactions} time(s) to stay within "
+                             f"{gb(self.memory_cap)} (their warm starts dropped, their bounds kept in float32)")
+        if self.memory_note:
+            out.notes.append(self.memory_note)
         if self.stuck:
             out.notes.append(f"{len(self.stuck)} node(s) with every ReLU phase fixed could not be closed by the LP")
         return out
+
+
+def _outward32(a: np.ndarray, direction: float) -> np.ndarray:
+    """a in float32, rounded towards `direction` (-inf: never above a, +inf: never below)."""
+    if a.dtype == np.float32:
+        return a
+    with np.errstate(over="ignore"):  # (beyond float32's range: +-inf, outward on that side)
+        b = a.astype(np.float32)
+    wrong = b > a if direction < 0 else b < a
+    return np.where(wrong, np.nextafter(b, np.float32(direction)), b)
+
+
+def _held_bytes(nodes: list[_Node]) -> int:
+    """Bytes of the arrays the nodes hold (arrays shared between nodes once)."""
+    seen: dict[int, int] = {}
+    for n in nodes:
+        for arrays in (n.pre_lo, n.pre_hi, n.split, *(a + b for a, b in n.warm.values())):
+            for a in arrays:
+                seen[id(a)] = a.nbytes
+    return sum(seen.values())
 
 
 __all__ = ["ReluSplitSearch"]

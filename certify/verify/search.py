@@ -235,16 +235,20 @@ def run_search(problem: Any, deadline: float) -> SearchOutcome:
     """The driver of a verification search (input splitting or ReLU splitting): `problem` is a
     `solvers.bab` problem with `batch_size`, `frontier` and the state the engine's hooks fill in
     (`cex`: a replayed counterexample, `stuck`: nodes neither closed nor splittable, `nodes`,
-    `max_depth`). Runs the engine until a counterexample, closure or the deadline; the statuses
+    `max_depth`; optionally `memory_stop`: its open nodes outgrew the memory budget, the answer is
+    then unknown). Runs the engine until a counterexample, closure or the deadline; the statuses
     and the sound upper bound of the spec's margin."""
     problem.deadline = deadline
     res = branch_and_bound(problem, deadline=earliest(deadline, command_deadline()), batch=problem.batch_size,
-                           stop_at=0.0, frontier=problem.frontier, interrupt=stop_requested,
+                           stop_at=0.0, frontier=problem.frontier,
+                           interrupt=lambda: stop_requested() or getattr(problem, "memory_stop", False),
                            round_seconds=getattr(problem, "round_seconds", ROUND_SECONDS))
     if problem.cex is not None:
         status = SAT
     elif res.stop == "closed":
         status = EXHAUSTED if problem.stuck else UNSAT
+    elif getattr(problem, "memory_stop", False):  # (the open nodes outgrew the memory budget)
+        status = EXHAUSTED
     else:
         status = TIMEOUT
     # every leaf is closed, open or stuck, and the engine's upper bound covers them all: it
