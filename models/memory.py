@@ -274,14 +274,16 @@ class Holding:
     until `release`: the checks made meanwhile see that much less of a CERTIFY_MEMORY_LIMIT budget."""
 
     def __init__(self) -> None:
-        self.nbytes = 0.0
+        self.nbytes = 0
 
     def set(self, nbytes: float) -> None:
+        """Hold `nbytes` from now on (replacing what was held)."""
+        nbytes = int(math.ceil(nbytes))  # (whole bytes: what is added is exactly what is taken back)
         _reserved[0] += nbytes - self.nbytes
-        self.nbytes = float(nbytes)
+        self.nbytes = nbytes
 
     def release(self) -> None:
-        self.set(0.0)
+        self.set(0)
 
 
 @contextmanager

@@ -422,3 +422,29 @@ def test_held_bytes_count_against_a_set_budget_until_released(monkeypatch):
     assert not memory.fits(before - 0.5e8)
     hold.release()
     assert memory.work_left()[0] == pytest.approx(before)
+
+
+def test_open_nodes_are_held_while_the_search_runs_and_released_after(monkeypatch):
+    from certify.verify import relu_split
+    from models import memory
+
+    held = []
+    original = memory.Holding.set
+
+    def record(self, nbytes):
+        held.append(nbytes)
+        original(self, nbytes)
+
+    monkeypatch.setattr(relu_split, "MEASURE_FROM", 1)
+    monkeypatch.setattr(relu_split, "work_left", lambda *a, **k: (1e12, "test"))  # never compacts
+    monkeypatch.setattr(memory.Holding, "set", record)
+    for seed in range(40):  # searches with open nodes for a few rounds (estimates between measurements)
+        rng = np.random.default_rng(seed)
+        net = random_relu_net((4, 12, 12, 2), seed=seed, bias_scale=0.3)
+        text, *_ = _property(rng, net, 4, 2)
+        res = verify(net, parse_vnnlib(text), timeout=20, seed=seed, max_split_dims=0, attack_seconds=0.0)
+        assert not any("compacted" in n for n in res.notes)
+        if len([h for h in held if h > 0]) > relu_split.MEASURE_EVERY:
+            break
+    assert any(h > 0 for h in held), "no search held open nodes"
+    assert held[-1] == 0 and memory._reserved[0] == 0.0

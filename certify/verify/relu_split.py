@@ -53,7 +53,7 @@ STRONG_PER_LAYER = 2
 # seconds of one round of node bounds (the engine sizes the batch from the last round's per-node time)
 ROUND_SECONDS = 1.0
 # the open nodes may hold at most this share of the memory budget left when the search starts
-# (`models.memory.work_left`); they are measured every round once there are MEASURE_FROM of them
+# (`models.memory.work_left`); they are checked every round once there are MEASURE_FROM of them
 FRONTIER_SHARE = 0.5
 MEASURE_FROM = 256
 # between full measurements (30 ms for 3,000 CIFAR nodes) the bytes are estimated from the last
