@@ -246,6 +246,57 @@ def unregister_child(proc) -> None:
     _CHILDREN.discard(proc)
 
 
+FORK_JOIN = 1.0  # seconds a forked worker gets to go after SIGTERM before SIGKILL
+
+
+class Forked:
+    """A worker started by a bare fork (auto's race runs the proof in a daemonic multiprocessing
+    child, which multiprocessing forbids to have children of its own); `end()` stops and reaps it
+    (SIGTERM, then SIGKILL after FORK_JOIN seconds)."""
+
+    def __init__(self, target: Callable[..., None], args: tuple) -> None:
+        self.pid = os.fork()
+        if self.pid == 0:  # the worker: never returns into the caller's code
+            code = 1
+            try:
+                target(*args)
+                code = 0
+            finally:
+                os._exit(code)
+        self.code: int | None = None
+        register_child(self)
+
+    def alive(self) -> bool:
+        if self.code is None:
+            with contextlib.suppress(ChildProcessError):
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid == 0:
+                    return True
+                self.code = os.waitstatus_to_exitcode(status)
+            if self.code is None:
+                self.code = -1  # (reaped elsewhere)
+        return False
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+
+    def end(self) -> None:
+        """Terminate, then kill after FORK_JOIN seconds; always reaped."""
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGTERM)
+            end = time.perf_counter() + FORK_JOIN
+            while self.alive() and time.perf_counter() < end:
+                time.sleep(0.01)
+            if self.alive():
+                self.kill()
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(self.pid, 0)
+                self.code = -9
+        unregister_child(self)
+
+
 def kill_children() -> None:
     """Stop solver subprocesses and worker processes before an `os._exit` (which would orphan them)."""
     for proc in list(_CHILDREN):
@@ -469,7 +520,7 @@ class Progress:
 
 ProgressCallback = Callable[[Progress], None]
 
-__all__ = ["Abandoned", "Budget", "Progress", "ProgressCallback", "abandoned", "command_deadline", "earliest",
+__all__ = ["Abandoned", "Budget", "FORK_JOIN", "Forked", "Progress", "ProgressCallback", "abandoned", "command_deadline", "earliest",
            "interrupted", "interrupted_before_output", "interruptible", "may_abandon", "offer_partial",
            "output_started", "forked_child", "withdraw_stop", "past", "register_child", "request_stop", "restore_handler", "run_abandonable",
            "set_command_deadline", "set_result_fd", "stop_requested", "time_left", "unregister_child",

@@ -128,7 +128,7 @@ def test_no_fork_means_the_parent_proves_everything(case, monkeypatch):
     def no_fork(self, target, args):
         raise OSError("Resource temporarily unavailable")
 
-    monkeypatch.setattr(workers._Forked, "__init__", no_fork)
+    monkeypatch.setattr(workers.Forked, "__init__", no_fork)
     _proves_the_constant(case, "subtrees on 0 worker process(es)")
 
 

@@ -26,7 +26,7 @@ there); one it cannot close either ends the search `exhausted`. The loop is
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -43,7 +43,8 @@ from .attack import Falsifier
 from .counterexample import Counterexample
 from .node_bounds import clause_bounds, stacked_rows
 from .relu_lp import clause_lp_bound
-from .search import SearchOutcome, run_search
+from .search import SPLIT, SearchOutcome, run_search
+from .split_workers import search_halves, split_rule
 
 # gradient steps on alpha / beta at the root and at every other node (warm-started from the parent)
 ROOT_ITERATIONS = 60
@@ -90,7 +91,8 @@ class ReluSplitSearch:
     def __init__(self, falsifier: Falsifier, net: Network, *, batch_size: int = 32, tighten: bool = True,
                  root_iterations: int = ROOT_ITERATIONS, iterations: int = NODE_ITERATIONS,
                  strong: int = STRONG_PER_LAYER, pgd_every: int = 5, strong_all_rows: bool = False,
-                 rebound_last: bool = False, bound_grace: float = 0.0, skip_unchanged: bool = True) -> None:
+                 rebound_last: bool = False, bound_grace: float = 0.0, skip_unchanged: bool = True,
+                 workers: int = 2) -> None:
         self.f = falsifier
         self.bound_grace = bound_grace  # node bounds in flight at the deadline may finish within it
         self.blocks = relu_blocks(net)
@@ -112,6 +114,10 @@ class ReluSplitSearch:
         self.deadline: float | None = None
         self._pgd_start: tuple[int, int, np.ndarray] | None = None
         self.frontier = DepthFirst(lambda node, nb: nb.upper if nb is not None else np.inf)
+        self.workers = workers  # processes once the tree is large (`split_workers`)
+        self.stuck_elsewhere = 0  # stuck nodes of the worker's half
+        self._seeds: list | None = None  # open entries a search starts from (`search_entries`)
+        self._seed_bounds: dict[int, NodeBound] = {}
         # the open nodes' memory: its cap (set at the root), compactions so far, a stop when even
         # compacted nodes exceed it (`_check_memory`)
         self.memory_cap = np.inf
@@ -124,6 +130,11 @@ class ReluSplitSearch:
 
     # ---------------------------------------------------------------- the BabProblem side
     def roots(self) -> list[_Node]:
+        if self._seeds is not None:  # open entries of an earlier search, bounded there
+            seeds, self._seeds = self._seeds, None
+            self._seed_bounds = {id(e[2]): replace(e[3], upper=min(e[3].upper, e[0])) if e[3] is not None
+                                 else NodeBound(e[0]) for e in seeds}
+            return [e[2] for e in seeds]
         self.memory_cap = FRONTIER_SHARE * work_left()[0]
         out = []
         for r, region in enumerate(self.f.regions):
@@ -140,6 +151,9 @@ class ReluSplitSearch:
         return self.bound_many([node])[0]
 
     def bound_many(self, nodes: list[_Node]) -> list[NodeBound]:
+        if self._seed_bounds:  # (the engine bounds the roots first: here, the seeds)
+            seeded, self._seed_bounds = self._seed_bounds, {}
+            return [seeded[id(n)] for n in nodes]
         groups: dict[int, list[int]] = {}
         for i, n in enumerate(nodes):
             groups.setdefault(n.region, []).append(i)
@@ -446,18 +460,30 @@ class ReluSplitSearch:
         """The verification search's driver (`search.run_search`: the engine with this problem,
         its budgets, statuses and sound upper bound), with this search's notes."""
         try:
-            out = run_search(self, deadline)
+            out = run_search(self, deadline, split_when=split_rule(self.workers))
+            if out.status == SPLIT:
+                out = search_halves(self, out, deadline)
         finally:
             self.holding.release()
+        shared = out.notes
         out.notes = [f"ReLU splitting (beta-CROWN node bounds): {self.nodes} node(s), depth {self.max_depth}"]
         if self.compactions:
             out.notes.append(f"the open nodes were compacted {self.compactions} time(s) to stay within "
                              f"{gb(self.memory_cap)} (their warm starts dropped, their bounds kept in float32)")
         if self.memory_note:
             out.notes.append(self.memory_note)
-        if self.stuck:
-            out.notes.append(f"{len(self.stuck)} node(s) with every ReLU phase fixed could not be closed by the LP")
+        stuck = len(self.stuck) + self.stuck_elsewhere
+        if stuck:
+            out.notes.append(f"{stuck} node(s) with every ReLU phase fixed could not be closed by the LP")
+        out.notes += shared
         return out
+
+    def search_entries(self, entries: list, deadline: float, interrupt=None) -> SearchOutcome:
+        """A search of its own from open entries of an earlier one (engine entries: bound, depth,
+        node, node bound), with a fresh frontier (`split_workers`)."""
+        self.frontier = DepthFirst(self.frontier.priority)
+        self._seeds = entries
+        return run_search(self, deadline, interrupt=interrupt)
 
 
 def _outward32(a: np.ndarray, direction: float) -> np.ndarray:

@@ -31,6 +31,7 @@ from .counterexample import Counterexample
 from .node_bounds import NodeBounder, NodeBounds
 
 SAT, UNSAT, TIMEOUT, EXHAUSTED = "sat", "unsat", "timeout", "exhausted"
+SPLIT = "split"  # (run_search with split_when only: the caller searches the open entries)
 # inputs narrower than this fraction of the widest one (relative widths) are not split further
 MIN_RELATIVE_WIDTH = 1e-2
 # above this many open nodes the search is purely depth-first (bounded memory)
@@ -49,6 +50,7 @@ class SearchOutcome:
     open_nodes: int = 0
     max_depth: int = 0
     notes: list[str] = field(default_factory=list)
+    split: tuple[list, float] | None = None  # status SPLIT: (open entries, bound of the closed part)
 
 
 @dataclass(eq=False)
@@ -231,18 +233,24 @@ class InputSplitSearch:
         return None
 
 
-def run_search(problem: Any, deadline: float) -> SearchOutcome:
+def run_search(problem: Any, deadline: float, *, split_when=None, interrupt=None) -> SearchOutcome:
     """The driver of a verification search (input splitting or ReLU splitting): `problem` is a
     `solvers.bab` problem with `batch_size`, `frontier` and the state the engine's hooks fill in
     (`cex`: a replayed counterexample, `stuck`: nodes neither closed nor splittable, `nodes`,
     `max_depth`; optionally `memory_stop`: its open nodes outgrew the memory budget, the answer is
     then unknown). Runs the engine until a counterexample, closure or the deadline; the statuses
-    and the sound upper bound of the spec's margin."""
+    and the sound upper bound of the spec's margin. `split_when` (the engine's): the search may stop
+    with status SPLIT, its open entries and closed bound in `split` (the caller searches them);
+    `interrupt`: a further stop request, polled every round."""
     problem.deadline = deadline
     res = branch_and_bound(problem, deadline=earliest(deadline, command_deadline()), batch=problem.batch_size,
-                           stop_at=0.0, frontier=problem.frontier,
-                           interrupt=lambda: stop_requested() or getattr(problem, "memory_stop", False),
+                           stop_at=0.0, frontier=problem.frontier, split_when=split_when,
+                           interrupt=lambda: (stop_requested() or getattr(problem, "memory_stop", False)
+                                              or (interrupt is not None and interrupt())),
                            round_seconds=getattr(problem, "round_seconds", ROUND_SECONDS))
+    if res.stop == "split" and problem.cex is None:
+        return SearchOutcome(SPLIT, None, problem.nodes, None, len(res.open_entries), problem.max_depth,
+                             split=(res.open_entries, res.closed_bound))
     if problem.cex is not None:
         status = SAT
     elif res.stop == "closed":
@@ -258,4 +266,4 @@ def run_search(problem: Any, deadline: float) -> SearchOutcome:
                          problem.max_depth)
 
 
-__all__ = ["EXHAUSTED", "InputSplitSearch", "SAT", "SearchOutcome", "TIMEOUT", "UNSAT", "run_search"]
+__all__ = ["EXHAUSTED", "InputSplitSearch", "SAT", "SPLIT", "SearchOutcome", "TIMEOUT", "UNSAT", "run_search"]

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..runtime import die_with_parent, forked_child, interrupted, past, register_child, unregister_child
+from ..runtime import Forked, die_with_parent, forked_child, interrupted, past
 from .engine import BabInterrupted, BabProgress, NodeBound, branch_and_bound
 
 PROGRESS_EVERY = 0.5  # seconds between a worker's reports on its running subtree
@@ -150,7 +150,7 @@ def prove_subtrees(problem, entries: list, *, target: float, lower: float,
     errors: list[str] = []
     counter = Value("i", 0)  # the next subtree (shared memory: inherited by the forks)
     halt = Value("b", 0)  # set when the proof stops (a stop request made here reaches the workers)
-    procs: dict[Any, _Forked] = {}  # connection -> worker
+    procs: dict[Any, Forked] = {}  # connection -> worker
     t0 = last = time.perf_counter()
 
     def spawn() -> bool:
@@ -160,7 +160,7 @@ def prove_subtrees(problem, entries: list, *, target: float, lower: float,
                 stream.flush()
         receive, send = Pipe(duplex=False)
         try:
-            proc = _Forked(_worker, (send, problem, entries, counter, halt, target, lower, deadline, os.getpid()))
+            proc = Forked(_worker, (send, problem, entries, counter, halt, target, lower, deadline, os.getpid()))
         except OSError:
             receive.close()
             send.close()
@@ -235,53 +235,6 @@ def prove_subtrees(problem, entries: list, *, target: float, lower: float,
     complete = all(s == "done" for s in state)
     stop = "closed" if complete else ("interrupted" if interrupted() else "time_limit")
     return SubtreesResult(max([closed, lower] + bound), complete, nodes, solves, stop, started, errors)
-
-
-class _Forked:
-    """A worker started by a bare fork (auto's race runs the proof in a daemonic multiprocessing
-    child, which multiprocessing forbids to have children of its own); `end()` stops and reaps it."""
-
-    def __init__(self, target: Callable[..., None], args: tuple) -> None:
-        self.pid = os.fork()
-        if self.pid == 0:  # the worker: never returns into the caller's code
-            code = 1
-            try:
-                target(*args)
-                code = 0
-            finally:
-                os._exit(code)
-        self.code: int | None = None
-        register_child(self)
-
-    def alive(self) -> bool:
-        if self.code is None:
-            with contextlib.suppress(ChildProcessError):
-                pid, status = os.waitpid(self.pid, os.WNOHANG)
-                if pid == 0:
-                    return True
-                self.code = os.waitstatus_to_exitcode(status)
-            if self.code is None:
-                self.code = -1  # (reaped elsewhere)
-        return False
-
-    def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
-
-    def end(self) -> None:
-        """Terminate, then kill after JOIN seconds; always reaped."""
-        if self.alive():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGTERM)
-            end = time.perf_counter() + JOIN
-            while self.alive() and time.perf_counter() < end:
-                time.sleep(0.01)
-            if self.alive():
-                self.kill()
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(self.pid, 0)
-                self.code = -9
-        unregister_child(self)
 
 
 __all__ = ["SubtreesResult", "prove_subtrees", "split_rule"]
