@@ -255,6 +255,9 @@ class Forked:
     (SIGTERM, then SIGKILL after FORK_JOIN seconds)."""
 
     def __init__(self, target: Callable[..., None], args: tuple) -> None:
+        for stream in (sys.stdout, sys.stderr):  # (a buffer copied into the worker would print twice)
+            with contextlib.suppress(Exception):
+                stream.flush()
         self.pid = os.fork()
         if self.pid == 0:  # the worker: never returns into the caller's code
             code = 1
@@ -295,6 +298,20 @@ class Forked:
                     os.waitpid(self.pid, 0)
                 self.code = -9
         unregister_child(self)
+
+
+@contextlib.contextmanager
+def reporting_to(conn) -> Iterator[None]:
+    """A forked worker's body: whatever it raises goes to its parent as ("error", message) (the
+    parent then does the work itself) instead of a traceback; the connection is closed after."""
+    try:
+        yield
+    except BaseException as exc:  # noqa: BLE001
+        with contextlib.suppress(Exception):
+            conn.send(("error", f"{type(exc).__name__}: {exc}"[:300]))
+    finally:
+        with contextlib.suppress(Exception):
+            conn.close()
 
 
 def kill_children() -> None:
@@ -520,7 +537,7 @@ class Progress:
 
 ProgressCallback = Callable[[Progress], None]
 
-__all__ = ["Abandoned", "Budget", "FORK_JOIN", "Forked", "Progress", "ProgressCallback", "abandoned", "command_deadline", "earliest",
+__all__ = ["Abandoned", "Budget", "FORK_JOIN", "Forked", "reporting_to", "Progress", "ProgressCallback", "abandoned", "command_deadline", "earliest",
            "interrupted", "interrupted_before_output", "interruptible", "may_abandon", "offer_partial",
            "output_started", "forked_child", "withdraw_stop", "past", "register_child", "request_stop", "restore_handler", "run_abandonable",
            "set_command_deadline", "set_result_fd", "stop_requested", "time_left", "unregister_child",

@@ -79,37 +79,31 @@ def test_shared_searches_happen_and_count_both_halves(share_at_once):
     assert shared >= 3, shared
 
 
-def test_a_failing_worker_leaves_its_half_to_the_parent(share_at_once, monkeypatch):
-    def broken(conn, *args):
-        conn.send(("error", "MemoryError: test"))
-        conn.close()
+def _raising(conn, *args):
+    conn.send(("error", "MemoryError: test"))
+    conn.close()
 
-    monkeypatch.setattr(split_workers, "_worker", broken)
+
+def _dying(conn, *args):
+    os._exit(3)
+
+
+@pytest.mark.parametrize("worker, note, seeds, at_least", [
+    (_raising, "(it failed: MemoryError: test)", 12, 3),
+    (_dying, "(it ended early)", 8, 2),
+])
+def test_a_failing_or_dying_worker_leaves_its_half_to_the_parent(share_at_once, monkeypatch, worker, note, seeds,
+                                                                  at_least):
+    monkeypatch.setattr(split_workers, "_worker", worker)
     seen = 0
-    for seed in range(12):
+    for seed in range(seeds):
         res, exact, text, net = _run(seed)
         if exact is not None:
             seen += 1
             if res.result != "sat":  # (a counterexample in this half makes the other one moot)
-                assert any("searched here" in n and "MemoryError: test" in n for n in res.notes), res.notes
+                assert any("searched here" in n and note in n for n in res.notes), res.notes
             _check(res, exact, text, net)
-    assert seen >= 3, seen
-
-
-def test_a_worker_dying_in_its_half_leaves_it_to_the_parent(share_at_once, monkeypatch):
-    def dying(conn, *args):
-        os._exit(3)
-
-    monkeypatch.setattr(split_workers, "_worker", dying)
-    seen = 0
-    for seed in range(8):
-        res, exact, text, net = _run(seed)
-        if exact is not None:
-            seen += 1
-            if res.result != "sat":
-                assert any("searched here (it ended early)" in n for n in res.notes), res.notes
-            _check(res, exact, text, net)
-    assert seen >= 2, seen
+    assert seen >= at_least, seen
 
 
 def test_a_counterexample_found_by_the_worker_is_replayed_and_reported(share_at_once, monkeypatch):

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import time
 from typing import Callable
 
 import numpy as np
 
-from solvers.runtime import Forked, die_with_parent, forkable_cores, forked_child, interrupted, stop_requested
+from solvers.runtime import (Forked, die_with_parent, forkable_cores, forked_child, interrupted, reporting_to,
+                             stop_requested)
 
 from .search import EXHAUSTED, SAT, SPLIT, TIMEOUT, UNSAT, SearchOutcome
 
@@ -49,18 +49,12 @@ def split_rule(workers: int) -> Callable[[int, int, float], bool] | None:
 def _worker(conn, search, entries: list, deadline: float, halt, parent: int) -> None:
     forked_child()
     die_with_parent(parent)
-    try:
+    with reporting_to(conn):  # (on an error the parent searches this half itself)
         nodes0 = search.nodes
         out = search.search_entries(entries, deadline, interrupt=lambda: bool(halt.value))
         x = None if out.counterexample is None else np.asarray(out.counterexample.x, dtype=np.float64)
         conn.send(("done", out.status, out.upper, search.nodes - nodes0, search.max_depth, out.open_nodes,
                    len(search.stuck), x, search.compactions, search.memory_note))
-    except BaseException as exc:  # noqa: BLE001 - the parent searches this half itself
-        with contextlib.suppress(Exception):
-            conn.send(("error", f"{type(exc).__name__}: {exc}"[:300]))
-    finally:
-        with contextlib.suppress(Exception):
-            conn.close()
 
 
 def search_halves(search, split: SearchOutcome, deadline: float) -> SearchOutcome:
@@ -73,9 +67,6 @@ def search_halves(search, split: SearchOutcome, deadline: float) -> SearchOutcom
     search.memory_cap /= 2  # (each process keeps its own open nodes)
     halt = Value("b", 0)
     receive, send = Pipe(duplex=False)
-    for stream in (sys.stdout, sys.stderr):  # (a buffer copied into the worker would print twice)
-        with contextlib.suppress(Exception):
-            stream.flush()
     proc: Forked | None = None
     try:
         proc = Forked(_worker, (send, search, theirs, deadline, halt, os.getpid()))

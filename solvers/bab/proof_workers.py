@@ -24,12 +24,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..runtime import Forked, die_with_parent, forked_child, interrupted, past
+from ..runtime import Forked, die_with_parent, forked_child, interrupted, past, reporting_to
 from .engine import BabInterrupted, BabProgress, NodeBound, branch_and_bound
 
 PROGRESS_EVERY = 0.5  # seconds between a worker's reports on its running subtree
@@ -104,7 +103,7 @@ def _worker(conn, parent_problem, entries: list, counter, halt, target: float, l
     def stop() -> bool:  # a Ctrl-C (this process's own SIGINT) or the parent's stop request
         return interrupted() or bool(halt.value)
 
-    try:
+    with reporting_to(conn):  # (on an error the parent searches the subtree itself)
         problem = parent_problem.fresh()  # (its own LP, the learned pseudo-costs)
         solves0 = problem.lp.solves
         while not stop() and not past(deadline):
@@ -121,12 +120,6 @@ def _worker(conn, parent_problem, entries: list, counter, halt, target: float, l
             upper, how, nodes = _search(problem, entries[i], target, lower, deadline, report, stop)
             conn.send(("done", i, upper, how, nodes, problem.lp.solves - solves0))
             solves0 = problem.lp.solves
-    except BaseException as exc:  # noqa: BLE001 - the parent searches the subtree itself
-        with contextlib.suppress(Exception):
-            conn.send(("error", f"{type(exc).__name__}: {exc}"[:300]))
-    finally:
-        with contextlib.suppress(Exception):
-            conn.close()
 
 
 def prove_subtrees(problem, entries: list, *, target: float, lower: float,
@@ -155,9 +148,6 @@ def prove_subtrees(problem, entries: list, *, target: float, lower: float,
 
     def spawn() -> bool:
         nonlocal started
-        for stream in (sys.stdout, sys.stderr):  # (a buffer copied into the worker would print twice)
-            with contextlib.suppress(Exception):
-                stream.flush()
         receive, send = Pipe(duplex=False)
         try:
             proc = Forked(_worker, (send, problem, entries, counter, halt, target, lower, deadline, os.getpid()))
