@@ -158,7 +158,10 @@ def _print_radius(r: dict) -> None:
             + (f"  radius >= {fmt(r['lower'], 9)}" if r["status"] == "robust_within" else ""))
     c.print(f"  fast bound      {fmt(r['fast_lower'], 6)} ({r['fast_method']})")
     s = r["solver"]
-    if s:
+    if "bisection" in s:
+        b = s["bisection"]
+        c.print(f"  bisection       {len(b['probes'])} verification probe(s), {b['nodes']} nodes, {r['seconds']:.2f}s")
+    elif s:
         c.print(f"  solver          {r['backend']}, {s['nodes']} nodes, {s['binaries']} binaries, {r['seconds']:.2f}s")
     if r["counterexample"] is not None:
         c.print(f"  counterexample  {short_vector(r['counterexample'])} -> class {r['counterexample_class']} "

@@ -1,7 +1,8 @@
 """Robustness of classifiers: exact radii, hyperrectangles and probabilistic radii.
 
 - `robustness_radius(model, x, norm=...)`: the exact robustness radius of a ReLU network (MILP; l2 by Gurobi's MIQP
-  or a sound interval), with a fast certified lower bound and a replayed counterexample;
+  or a sound interval; the linf radius of image-sized nets by a bisection of verifications, `split_radius`), with a
+  fast certified lower bound and a replayed counterexample;
 - `robustness_hyperrectangle(model, x, features=...)`: a box on which the class is proven
   constant, grown side by side, and the outer box where counterexamples are known;
 - `probabilistic_radius(classifier, x, ...)`: the Hoeffding procedure for any black-box
