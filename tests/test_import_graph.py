@@ -138,10 +138,16 @@ def test_classifier_robustness_lives_in_robustness():
     assert back == []
 
 
+# the one exception: the linf radius of image-sized nets bisects by verifications (issue 29: the
+# ReLU-splitting engine serves the radius rather than a second copy of it in certify/robustness)
+VERIFY_USERS = {"certify.robustness.split_radius"}
+
+
 def test_questions_do_not_import_verify():
-    """certify/lipschitz, certify/ptr and certify/robustness use solvers/bounds, not certify/verify."""
+    """certify/lipschitz, certify/ptr and certify/robustness use solvers/bounds, not certify/verify
+    (except VERIFY_USERS, whose probes are verification questions)."""
     edges = _graph(include_packages=True)
     users = sorted(f"{m} -> {d}" for m, targets in edges.items() for d in targets
                    if m.split(".")[:2] in (["certify", "lipschitz"], ["certify", "ptr"], ["certify", "robustness"])
-                   and (d == "certify.verify" or d.startswith("certify.verify.")))
+                   and (d == "certify.verify" or d.startswith("certify.verify.")) and m not in VERIFY_USERS)
     assert users == []

@@ -20,9 +20,9 @@ radii and the best counterexample, whose attacks may find closer ones (`_next_pr
 
 Each probe gets PROBE_SHARE of the time left (at least PROBE_MIN seconds: a probe shorter than that
 barely gets past the verification's attack and root bound; all of it when less would be left for
-another probe; PROBE_UNLIMITED without a time limit); the bisection stops at a relative gap of BISECT_GAP, at the time limit or
-on Ctrl-C. The interval is sound at every step; it is not exact (status `open_gap` or
-`time_limit`).
+another probe; PROBE_UNLIMITED without a time limit). The bisection stops at a relative gap of
+BISECT_GAP, at the time limit or on Ctrl-C. The interval is sound at every step; it is not exact
+(status `open_gap` or `time_limit`).
 """
 
 from __future__ import annotations
