@@ -98,6 +98,9 @@ def main() -> None:
     ap.add_argument("--tag", default="now")
     args = ap.parse_args()
     folder = Path(args.vnncomp_data) / "mnist_fc"
+    if not (folder / "truth.csv").is_file():
+        raise SystemExit(f"{folder} holds no truth.csv: give --vnncomp-data the folder with mnist_fc/ "
+                         "(onnx/, vnnlib/, truth.csv)")
     rows = run(folder, args.nets.split(","), [int(k) for k in args.images.split(",")], args.time_limit, args.tag)
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / "radius_images.csv"
