@@ -24,7 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from .results_csv import append_rows
+
 FIELDS = ["tag", "net", "image", "time_limit", "lower", "upper", "fast_lower", "method", "status", "seconds",
           "truth_0.03", "truth_0.05", "contradictions"]
 
@@ -102,15 +103,7 @@ def main() -> None:
         raise SystemExit(f"{folder} holds no truth.csv: give --vnncomp-data the folder with mnist_fc/ "
                          "(onnx/, vnnlib/, truth.csv)")
     rows = run(folder, args.nets.split(","), [int(k) for k in args.images.split(",")], args.time_limit, args.tag)
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / "radius_images.csv"
-    new = not out.exists()
-    with open(out, "a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS)
-        if new:
-            w.writeheader()
-        w.writerows(rows)
-    plot(out)
+    plot(append_rows("radius_images.csv", FIELDS, rows))
     if any(r["contradictions"] for r in rows):
         raise SystemExit("a bound contradicts VNN-COMP 2022's answer: please report")
 

@@ -4,9 +4,11 @@ Input splitting cannot split 784 pixels; this search splits ReLU neurons instead
 of split decisions (neuron i of ReLU layer t fixed active, z >= 0, or inactive, z <= 0) over the
 whole input box of a region. Its bounds, for a batch of nodes at once:
 
-1. pre-activation bounds: the root's (`bound_boxes` with optimised slopes), then at every node the
+1. pre-activation bounds: the root's (`bound_boxes` with optimised slopes; a root left open is
+   refined with the slopes of every layer optimised, `_refine_roots`), then at every node the
    parent's intersected with the node's phases and, below the split, re-bounded by the batched
-   symbolic step of `bound_boxes` with the fixed phases (`tighten`);
+   symbolic step of `bound_boxes` with the fixed phases, with CROWN's slopes and the refined
+   root's (`tighten`, `root_slopes`);
 2. every row of every open clause bounded by `solvers.bounds.beta.beta_upper`: alpha slopes and
    split multipliers beta optimised by gradient steps (warm-started from the parent's), the bound
    itself a Lagrangian dual bound evaluated soundly in float64 for those multipliers;
@@ -18,7 +20,8 @@ A clause is closed on a node when some row's lower bound exceeds its right side;
 clause is; `unsat` only when every node is closed. The neuron to split: the best few per layer by
 BaBSR's intercept score g+ * (-l u / (u - l)) (how much the relaxation adds to the open rows'
 bounds) are tried on both children with the node's multipliers (filtered strong branching), and the
-one with the best worse child is split. A
+one with the best worse child is split; only among the earliest layer's candidates when a trial at
+the refined root found that better (`_pick_policy`: early splits tighten every later layer). A
 node without unstable neurons left is decided by one safe LP per open clause (`relu_lp`: exact
 there); one it cannot close either ends the search `exhausted`. The loop is
 `solvers.bab.branch_and_bound` with a `DepthFirst` frontier, as for input splitting.
@@ -26,6 +29,7 @@ there); one it cannot close either ends the search `exhausted`. The loop is
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -49,6 +53,12 @@ from .split_workers import search_halves, split_rule
 # gradient steps on alpha / beta at the root and at every other node (warm-started from the parent)
 ROOT_ITERATIONS = 60
 NODE_ITERATIONS = 16
+# the pre-activation slopes of a root the first bound leaves open: optimised on every layer whatever
+# its size (the per-call work cap `alpha.WORK` left the deep layers of mnist_fc 256x6 at CROWN's
+# slopes and their root margin bounds 2.5-7x looser), for up to ROOT_ALPHA_STEPS steps within
+# ROOT_ALPHA_SHARE of the time left
+ROOT_ALPHA_STEPS = 30
+ROOT_ALPHA_SHARE = 0.1
 # split candidates per ReLU layer tried by strong branching (0: BaBSR's score alone)
 STRONG_PER_LAYER = 2
 # seconds of one round of node bounds (the engine sizes the batch from the last round's per-node time)
@@ -77,6 +87,7 @@ class _Node:
     open: np.ndarray  # (k,) clauses not yet proven infeasible
     warm: dict[int, tuple[list[np.ndarray], list[np.ndarray]]] = field(default_factory=dict)  # row -> alpha, beta
     choice: tuple[int, int] | None = None  # (layer, neuron) to split next
+    early: tuple[int, int] | None = None  # the best-scored candidate of the earliest layer with one
     fresh: bool = True  # pre-activation bounds not yet re-bounded with the node's phases
     # the first layer whose bounds the node's newest split can change (the layer after it), or 1
     # when its parent's re-bound was cut short by the deadline (then every layer is re-bounded)
@@ -92,7 +103,7 @@ class ReluSplitSearch:
                  root_iterations: int = ROOT_ITERATIONS, iterations: int = NODE_ITERATIONS,
                  strong: int = STRONG_PER_LAYER, pgd_every: int = 5, strong_all_rows: bool = False,
                  rebound_last: bool = False, bound_grace: float = 0.0, skip_unchanged: bool = True,
-                 workers: int = 2) -> None:
+                 workers: int = 2, reuse_slopes: bool = True) -> None:
         self.f = falsifier
         self.bound_grace = bound_grace  # node bounds in flight at the deadline may finish within it
         self.blocks = relu_blocks(net)
@@ -117,6 +128,15 @@ class ReluSplitSearch:
         self.workers = workers  # processes once the tree is large (`split_workers`)
         self.stuck_elsewhere = 0  # stuck nodes of the worker's half
         self._seeds: list | None = None  # open entries a search starts from (`search_entries`)
+        self._refined = False  # the open roots' bounds tightened (`_refine_roots`)
+        # per region, the refined root's optimised slopes of every layer's unstable neurons
+        # (`bound_boxes`' slopes_out), re-used by the re-bound below every split (`_tighten`)
+        self.root_slopes: dict[int, dict] = {}
+        self.reuse_slopes = reuse_slopes
+        # split the earliest layer with an unstable neuron first (`_pick_policy`), and the trial's
+        # worse-child margin bounds of both policies
+        self.early_layers = False
+        self.policy_trial: dict[str, float] = {}
         self._seed_bounds: dict[int, NodeBound] = {}
         # the open nodes' memory: its cap (set at the root), compactions so far, a stop when even
         # compacted nodes exceed it (`_check_memory`)
@@ -163,7 +183,42 @@ class ReluSplitSearch:
                 break
             for i, nb in zip(idx, self._expand(r, [nodes[i] for i in idx]), strict=True):
                 out[i] = nb
+        if not self._refined and all(n.depth == 0 for n in nodes):
+            # roots left open: their pre-activation slopes optimised on every layer, then bounded again
+            self._refined = True
+            again = [i for i, nb in enumerate(out) if not nb.leaf and nodes[i].open.any()]
+            if again and self.cex is None and self._refine_roots([nodes[i] for i in again]):
+                self.nodes -= len(again)  # (the same nodes)
+                for i, nb in zip(again, self.bound_many([nodes[i] for i in again]), strict=True):
+                    out[i] = nb
+                live = [nodes[i] for i in again if not out[i].leaf and nodes[i].choice is not None]
+                if self.root_slopes and live and self.cex is None:
+                    self._pick_policy(live[0])
         return out
+
+    def _pick_policy(self, root: _Node) -> None:
+        """Split the earliest layer first (`early_layers`) when that does better at the root than the
+        strong-branching choice: both splits are tried on the root, the children re-bounded with the
+        root's slopes, and the one whose worse child has the smaller margin bound wins. The
+        strong-branching scores see only the output rows' bounds over fixed pre-activation bounds;
+        a split in an early layer also tightens every later layer's bounds (with the root's
+        optimised slopes: on mnist_fc 256x6 prop_3_0.05 one split of layer 1 leaves 28 of layer 5's
+        79 unstable neurons unstable), which only this trial sees."""
+        if root.early is None or root.early == root.choice:
+            return
+        chosen, warm, stuck = root.choice, root.warm, len(self.stuck)
+        worst = {}
+        for name, choice in (("early", root.early), ("strong", chosen)):
+            root.choice, root.warm = choice, dict(warm)
+            kids = [kid for kid, _ in self.branch(root, NodeBound(np.inf), np.inf)]
+            bounds = self._expand(root.region, kids)
+            if self.cex is not None:
+                break
+            worst[name] = max(nb.upper for nb in bounds)
+        root.choice, root.warm = chosen, warm
+        del self.stuck[stuck:]  # (trial children are not the tree's: the tree meets them again)
+        self.early_layers = worst.get("early", np.inf) < worst.get("strong", -np.inf)
+        self.policy_trial = worst
 
     def branch(self, node: _Node, nb: NodeBound, prune_level: float) -> list[tuple[_Node, float | None]]:
         t, i = node.choice
@@ -194,9 +249,39 @@ class ReluSplitSearch:
         return -np.inf if self.cex is None else self.cex.margin
 
     # ---------------------------------------------------------------- one batch of nodes
+    def _refine_roots(self, nodes: list[_Node]) -> bool:
+        """Tighten the open roots' pre-activation bounds (in place) with slopes optimised on every
+        layer, whatever the layer's size (`alpha.WORK` caps the first pass), for up to
+        ROOT_ALPHA_STEPS steps within ROOT_ALPHA_SHARE of the time left; False when no time is left.
+        Only for roots the first pass leaves open: at 60 s it cost 2.4-4.4 s for root margin bounds
+        2.5x lower on mnist_fc 256x6, 5-7 s for 3-19% lower on oval21 (`benchmarks.root_refine`)."""
+        if past(self.deadline):
+            return False
+        now = time.perf_counter()
+        end = None if self.deadline is None else now + ROOT_ALPHA_SHARE * (self.deadline - now)
+        regions = sorted({n.region for n in nodes})
+        for left, r in zip(range(len(regions), 0, -1), regions):
+            group = [n for n in nodes if n.region == r]
+            region = self.f.regions[r]
+            lo, hi, parents = _stacked(region, group)
+            now = time.perf_counter()
+            share = None if end is None else now + max(end - now, 0.0) / left
+            kept: dict = {}
+            nb = bound_boxes(self.blocks, lo, hi,
+                             BoundOptions(rows="per-box", lower_slopes="alpha", symbolic_output=False,
+                                          alpha_steps=ROOT_ALPHA_STEPS, alpha_work=np.inf, alpha_deadline=share,
+                                          deadline=self._bound_deadline()), parents=parents,
+                             slopes_out=kept if len(group) == 1 else None)
+            if self.reuse_slopes and kept:
+                self.root_slopes[r] = kept
+            for k, n in enumerate(group):
+                n.pre_lo = [l[k] for l in nb.pre_lo]
+                n.pre_hi = [u[k] for u in nb.pre_hi]
+                n.out_lo, n.out_hi = nb.out_lo[k], nb.out_hi[k]
+        return True
+
     def _tighten(self, r: int, nodes: list[_Node]) -> np.ndarray:
         """Re-bound the pre-activations of fresh nodes with their fixed phases (in place); (B,) empty."""
-        region = self.f.regions[r]
         B = len(nodes)
         empty = np.zeros(B, dtype=bool)
         fresh = [b for b, n in enumerate(nodes) if n.fresh]
@@ -208,20 +293,16 @@ class ReluSplitSearch:
         for b in fresh:
             groups.setdefault(nodes[b].rebound_from if self.skip_unchanged else 1, []).append(b)
         for start, members in sorted(groups.items()):
-            self._tighten_group(region, [nodes[b] for b in members], start, empty, members)
+            self._tighten_group(r, [nodes[b] for b in members], start, empty, members)
         return empty
 
-    def _tighten_group(self, region, sub: list[_Node], start: int, empty: np.ndarray, fresh: list[int]) -> None:
-        """`_tighten` of nodes whose layers before `start` keep their bounds."""
-        lo = np.repeat(region.lo[None], len(sub), axis=0)
-        hi = np.repeat(region.hi[None], len(sub), axis=0)
-        parents = Bounds(lo, hi, [np.stack([n.pre_lo[t] for n in sub]) for t in range(len(sub[0].pre_lo))],
-                         [np.stack([n.pre_hi[t] for n in sub]) for t in range(len(sub[0].pre_hi))],
-                         np.stack([n.out_lo for n in sub]), np.stack([n.out_hi for n in sub]), "symbolic")
+    def _tighten_group(self, r: int, sub: list[_Node], start: int, empty: np.ndarray, fresh: list[int]) -> None:
+        """`_tighten` of nodes of region r whose layers before `start` keep their bounds."""
+        lo, hi, parents = _stacked(self.f.regions[r], sub)
         fixed = [np.stack([n.split[t] for n in sub]) for t in range(len(sub[0].split))]
         if self.tighten:
             nb = bound_boxes(self.blocks, lo, hi, BoundOptions(rows="unstable", symbolic_output=False, deadline=self._bound_deadline()),
-                             parents=parents, fixed=fixed, rebound_from=start)
+                             parents=parents, fixed=fixed, rebound_from=start, row_slopes=self.root_slopes.get(r))
             cut = past(self._bound_deadline())
             pre_lo, pre_hi, out_lo, out_hi, gone = nb.pre_lo, nb.pre_hi, nb.out_lo, nb.out_hi, nb.empty
         else:
@@ -345,6 +426,10 @@ class ReluSplitSearch:
                 self.stuck.append(n)
                 out.append(NodeBound(float(np.max(np.where(n.open, n.upper, -np.inf))), leaf=True))
             else:
+                first = min(t for t, _ in cands)
+                n.early = next(c for c in cands if c[0] == first)
+                if self.early_layers:
+                    cands = [c for c in cands if c[0] == first]
                 n.choice = cands[0]
                 branching.append((b, cands))
                 out.append(NodeBound(bound))
@@ -467,6 +552,11 @@ class ReluSplitSearch:
             self.holding.release()
         shared = out.notes
         out.notes = [f"ReLU splitting (beta-CROWN node bounds): {self.nodes} node(s), depth {self.max_depth}"]
+        if self.early_layers:
+            trial = self.policy_trial
+            out.notes.append("the earliest layer with an unstable neuron was split first" + (
+                f" (at the root its worse child's margin bound was {trial['early']:.4g}, strong branching's "
+                f"{trial['strong']:.4g})" if {"early", "strong"} <= trial.keys() else ""))
         if self.compactions:
             out.notes.append(f"the open nodes were compacted {self.compactions} time(s) to stay within "
                              f"{gb(self.memory_cap)} (their warm starts dropped, their bounds kept in float32)")
@@ -484,6 +574,16 @@ class ReluSplitSearch:
         self.frontier = DepthFirst(self.frontier.priority)
         self._seeds = entries
         return run_search(self, deadline, interrupt=interrupt)
+
+
+def _stacked(region, nodes: list[_Node]) -> tuple[np.ndarray, np.ndarray, Bounds]:
+    """The region's box repeated per node, and the nodes' bounds as one batch of `Bounds`."""
+    lo = np.repeat(region.lo[None], len(nodes), axis=0)
+    hi = np.repeat(region.hi[None], len(nodes), axis=0)
+    K = len(nodes[0].pre_lo)
+    return lo, hi, Bounds(lo, hi, [np.stack([n.pre_lo[t] for n in nodes]) for t in range(K)],
+                          [np.stack([n.pre_hi[t] for n in nodes]) for t in range(K)],
+                          np.stack([n.out_lo for n in nodes]), np.stack([n.out_hi for n in nodes]), "symbolic")
 
 
 def _outward32(a: np.ndarray, direction: float) -> np.ndarray:

@@ -22,6 +22,7 @@ from .adam import projected_adam_step
 ITERATIONS = 10
 STEP = 0.25
 WORK = 4e9  # estimated multiply-adds of one optimisation (about half a second); wider calls keep fixed slopes
+RATE = 2 * WORK  # multiply-adds per second, for a time share (a layer whose one step exceeds it keeps fixed slopes)
 
 
 def optimization_work(live, j: int, boxes: int, rows: int, iterations: int = ITERATIONS) -> float:
@@ -86,4 +87,4 @@ def optimized_lower_slopes(live, j: int, coeff: np.ndarray, lo: np.ndarray, hi: 
     return [np.where(f, a.astype(np.float64), r.lo_slope[:, None, :]) for f, a, r in zip(free, alpha, live.relax)]
 
 
-__all__ = ["optimized_lower_slopes", "optimization_bytes", "optimization_work", "ITERATIONS", "WORK"]
+__all__ = ["optimized_lower_slopes", "optimization_bytes", "optimization_work", "ITERATIONS", "RATE", "WORK"]

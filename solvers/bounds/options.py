@@ -20,7 +20,10 @@ class BoundOptions:
     - `lower_slopes` of the unstable ReLUs' relaxations in the pre-activation rows: CROWN's adaptive
       ones, the best of CROWN's, the parallel and the flipped ones ("best-of-three"), or those
       then optimised per row by `alpha_steps` projected Adam steps ("alpha", with "per-box" rows;
-      within `alpha.WORK`).
+      for a layer whose optimisation is estimated within `alpha_work` multiply-adds, None:
+      `alpha.WORK`). With `alpha_deadline` (`time.perf_counter()`) the optimisation of layer j
+      stops at its share of the time left, (alpha_deadline - now) / (layers left), so a deep
+      layer still gets its turn; past it the slopes stay fixed (every choice is sound).
     - `rows` back-substituted per ReLU layer: "all" neurons of a box without parent bounds (their
       tighter bounds size later layers) and the unstable ones below a parent; "unstable": neurons
       unstable in some box of the batch; "per-box": each box's own unstable neurons.
@@ -37,6 +40,8 @@ class BoundOptions:
     method: str = "symbolic"
     lower_slopes: str = "crown"
     alpha_steps: int = 10
+    alpha_work: float | None = None
+    alpha_deadline: float | None = None
     rows: str = "all"
     symbolic_output: bool = True
     lp_deadline: float | None = None

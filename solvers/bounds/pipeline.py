@@ -30,7 +30,8 @@ from ..runtime import command_deadline, earliest, stop_requested
 from .interval import affine_interval, magnitudes
 from .lp import lp_tighten_layer
 from .options import BoundOptions
-from .symbolic import LiveLayers, backsubstitute_upper, best_of_slopes, optimized_slopes_bound, row_block
+from .symbolic import (LiveLayers, backsubstitute_upper, best_of_slopes, given_slopes_bound, optimized_slopes_bound,
+                       row_block)
 from .types import Bounds, StepStats, phases, relu_blocks
 
 BoundMethod = Literal["interval", "symbolic", "lp"]
@@ -97,6 +98,8 @@ def bound_boxes(
     fixed: list[np.ndarray] | None = None,
     sens: list | None = None,
     rebound_from: int = 1,
+    slopes_out: dict | None = None,
+    row_slopes: dict | None = None,
 ) -> Bounds:
     """Sound bounds of every layer of the network `blocks` (`relu_blocks`) over each box
     lo[b] <= x <= hi[b] (B, n): a `Bounds` of (B, n_j) arrays.
@@ -111,6 +114,12 @@ def bound_boxes(
     `rebound_from` (with `parents`, without `sens`): the symbolic step starts at that layer; the
     earlier layers keep the parents' bounds (intersected with the interval step), e.g. below a
     branch-and-bound child's new split, which changes no bound of its own or earlier layers.
+    `slopes_out` (a dict, one box, "per-box" rows with optimised slopes): receives per layer j whose
+    slopes were optimised (idx (R,), slopes per ReLU layer t < j (1, 2R, n_t)), its unstable neurons
+    and the rows' slopes. `row_slopes` (such a dict, from a box containing these): the symbolic
+    re-bound of those neurons also back-substitutes them with the given slopes and keeps the
+    smaller bound (`symbolic.given_slopes_bound`; optimised once on a root, they keep most of
+    what re-optimising them on a child would gain, at the cost of one more back-substitution).
     """
     options = _with_command_deadline(options)
     B = lo.shape[0]
@@ -134,10 +143,11 @@ def bound_boxes(
                 parents is None or sens is not None or j >= rebound_from):
             t = time.perf_counter()
             if options.rows == "per-box" and j < K and sens is None:
-                _rebound_per_box(live, j, l, u, lo, hi, mags[j], options)
+                _rebound_per_box(live, j, l, u, lo, hi, mags[j], options, K - j, slopes_out)
             else:
                 every = j == K or (options.rows == "all" and parents is None)
-                _rebound(live, j, l, u, lo, hi, mags[j], options, every, sens)
+                given = None if row_slopes is None or sens is not None else row_slopes.get(j)
+                _rebound(live, j, l, u, lo, hi, mags[j], options, every, sens, given)
             steps["symbolic"].seconds += time.perf_counter() - t
         elif sens is not None and j < K:
             sens.append(np.broadcast_to(np.abs(blocks[0].weight), (B,) + blocks[0].weight.shape) if j == 0
@@ -175,7 +185,7 @@ def bound_boxes(
 
 
 def _rebound(live: LiveLayers, j: int, l: np.ndarray, u: np.ndarray, lo, hi, mag, options: BoundOptions,
-             every: bool, sens: list | None) -> None:
+             every: bool, sens: list | None, given: tuple | None = None) -> None:
     """Back-substitute, in place, rows +-e_i of layer j: every neuron, or those unstable in some box
     (the only ones worth re-bounding below a parent), built block by block (never the n x n identity).
     With a deadline, in blocks of about `CHUNK_WORK`; the neurons not reached by then keep their bounds."""
@@ -200,6 +210,8 @@ def _rebound(live: LiveLayers, j: int, l: np.ndarray, u: np.ndarray, lo, hi, mag
         up, lam = backsubstitute_upper(live, j, C, lo, hi, mag)
         if options.lower_slopes != "crown":
             up = best_of_slopes(live, j, C, lo, hi, mag, up)
+        if given is not None:
+            up = np.minimum(up, given_slopes_bound(live, j, rows, lo, hi, mag, given))
         u[:, part] = np.minimum(u[:, part], up[:, :k])
         l[:, part] = np.maximum(l[:, part], -up[:, k:])
         if sens is not None:
@@ -209,7 +221,7 @@ def _rebound(live: LiveLayers, j: int, l: np.ndarray, u: np.ndarray, lo, hi, mag
 
 
 def _rebound_per_box(live: LiveLayers, j: int, l: np.ndarray, u: np.ndarray, lo, hi, mag,
-                     options: BoundOptions) -> None:
+                     options: BoundOptions, layers_left: int = 1, slopes_out: dict | None = None) -> None:
     """Back-substitute, in place, each box's own unstable neurons of layer j (padded to the
     largest count with repeats of a neuron of the box, which bound it again harmlessly)
     rather than every neuron unstable in some box of the batch. With optimised slopes, only
@@ -224,15 +236,27 @@ def _rebound_per_box(live: LiveLayers, j: int, l: np.ndarray, u: np.ndarray, lo,
     _tighten(l, u, idx, up)
     if options.lower_slopes != "alpha" or not options.alpha_steps:
         return
-    from .alpha import WORK, optimization_bytes, optimization_work
+    from .alpha import RATE, WORK, optimization_bytes, optimization_work
 
     rows = _unstable_rows(l, u)
-    if rows is None or optimization_work(live, j, C.shape[0], rows[0].shape[1], options.alpha_steps) > WORK or _cut(options):
+    cap = WORK if options.alpha_work is None else options.alpha_work
+    now = time.perf_counter()
+    if (rows is None or optimization_work(live, j, C.shape[0], rows[0].shape[1], options.alpha_steps) > cap
+            or _cut(options) or (options.alpha_deadline is not None and now >= options.alpha_deadline)):
         return
     if not fits(optimization_bytes(live, j, C.shape[0], rows[0].shape[1])):
         return  # an optional tightening: the fixed slopes' bounds stand
     C, idx = rows
-    _tighten(l, u, idx, optimized_slopes_bound(live, j, C, lo, hi, mag, options.alpha_steps, options.deadline))
+    end = options.deadline
+    if options.alpha_deadline is not None:  # this layer's share of the optimisation's time
+        share = (options.alpha_deadline - now) / max(layers_left, 1)
+        if optimization_work(live, j, C.shape[0], C.shape[1], 1) > RATE * share:
+            return  # (the optimiser takes at least one step, whatever the deadline)
+        end = earliest(end, now + share)
+    kept: list | None = [] if slopes_out is not None and lo.shape[0] == 1 else None
+    _tighten(l, u, idx, optimized_slopes_bound(live, j, C, lo, hi, mag, options.alpha_steps, end, kept))
+    if kept:
+        slopes_out[j] = (idx[0], kept[0])
 
 
 def _unstable_rows(l: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

@@ -226,6 +226,41 @@ def _rows_upper(live: LiveLayers, j: int, coeff, lo, hi, mag, gaps) -> tuple[np.
     return (upper[None], lam[None]) if one else (upper, lam)
 
 
+def given_slopes_bound(live: LiveLayers, j: int, neurons: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                       mag: np.ndarray, given: tuple[np.ndarray, list[np.ndarray]]) -> np.ndarray:
+    """Upper bounds (B, 2k) of the rows +e_i for the k `neurons` i of z_j, then -e_i,
+    back-substituted with lower slopes given per row: `given` = (idx (R,), per ReLU layer t < j
+    slopes (1, 2R, n_t) over every neuron of t) for the rows +e_idx then -e_idx, e.g. optimised on
+    a box containing these (`optimized_slopes_bound`'s `keep`). A neuron unstable here takes its
+    given slope, any other its own relaxation's; the rows of neurons outside idx keep their own
+    slopes. Sound whatever the slopes (every line through the origin with a slope in [0, 1] bounds
+    a ReLU from below)."""
+    idx, slopes = given
+    R, B, n = idx.size, lo.shape[0], live.blocks[j].out_dim
+    where = np.full(n, -1)
+    where[idx] = np.arange(R)
+    # rows per block: the slopes add about as much as the back-substitution's own arrays
+    step = max(row_block(live.blocks, j, 2 * neurons.size, n, B) // 4, 1)
+    out = np.empty((B, 2 * neurons.size))
+    for s in range(0, neurons.size, step):
+        part = neurons[s:s + step]
+        k = part.size
+        pos = where[part]
+        have = np.concatenate([pos >= 0] * 2)[None, :, None]
+        order = np.concatenate([np.maximum(pos, 0), R + np.maximum(pos, 0)])
+        relax = []
+        for t, (r, S) in enumerate(zip(live.relax[:j], slopes)):
+            rows = S[0][order][:, live.keep[t]]  # (2k, |alive_t|)
+            relax.append(replace(r, lo_slope=np.where(_unstable(r)[:, None, :] & have, rows[None], r.lo_slope[:, None, :])))
+        C = np.zeros((2 * k, n))
+        C[np.arange(k), part] = 1.0
+        C[k + np.arange(k), part] = -1.0
+        up = backsubstitute_upper(live.with_relaxations(relax + live.relax[j:]), j, C, lo, hi, mag)[0]
+        out[:, s:s + k] = up[:, :k]
+        out[:, neurons.size + s:neurons.size + s + k] = up[:, k:]
+    return out
+
+
 def best_of_slopes(live: LiveLayers, j: int, coeff: np.ndarray, lo: np.ndarray, hi: np.ndarray, mag: np.ndarray,
                    up: np.ndarray) -> np.ndarray:
     """min(up, the rows back-substituted again with the parallel and with the flipped lower slopes
@@ -238,16 +273,20 @@ def best_of_slopes(live: LiveLayers, j: int, coeff: np.ndarray, lo: np.ndarray, 
 
 
 def optimized_slopes_bound(live: LiveLayers, j: int, coeff: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                           mag: np.ndarray, iterations: int, deadline: float | None = None) -> np.ndarray:
+                           mag: np.ndarray, iterations: int, deadline: float | None = None,
+                           keep: list | None = None) -> np.ndarray:
     """Upper bounds of the rows back-substituted with lower slopes optimised per row (`alpha`):
     this module's sound float64 bound, whatever slopes the optimiser returns (the optimiser stops
-    early at `deadline`)."""
+    early at `deadline`). With `keep` (a list), the slopes (per ReLU layer t < j, (B, R, |alive_t|))
+    are appended to it."""
     from .alpha import optimized_lower_slopes
 
     slopes = optimized_lower_slopes(live, j, coeff, lo, hi, iterations, deadline=deadline)
+    if keep is not None:
+        keep.append(slopes)
     relax = [replace(r, lo_slope=s) for r, s in zip(live.relax, slopes)] + live.relax[j:]
     return backsubstitute_upper(live.with_relaxations(relax), j, coeff, lo, hi, mag)[0]
 
 
-__all__ = ["LiveLayers", "ReluRelaxation", "backsubstitute_upper", "best_of_slopes", "optimized_slopes_bound",
+__all__ = ["LiveLayers", "ReluRelaxation", "backsubstitute_upper", "best_of_slopes", "given_slopes_bound", "optimized_slopes_bound",
            "relu_relaxation", "row_block"]
