@@ -450,7 +450,6 @@ def test_open_nodes_are_held_while_the_search_runs_and_released_after(monkeypatc
     assert held[-1] == 0 and memory._reserved[0] == 0.0
 
 
-
 def test_refined_roots_stay_sound_and_tighten(monkeypatch):
     """Open roots refined with slopes optimised on every layer (`_refine_roots`; the first pass made
     to keep fixed slopes everywhere by a zero work cap): the root margin bound never rises and stays

@@ -195,7 +195,7 @@ def _rebound(live: LiveLayers, j: int, l: np.ndarray, u: np.ndarray, lo, hi, mag
         s_j = np.zeros((B, n, lo.shape[1]))
     step = max(idx.size, 1) if sens is not None else max(row_block(live.blocks, j, 2 * idx.size, n, B) // 2, 1)
     if options.deadline is not None:
-        passes = 1 if options.lower_slopes == "crown" else 3
+        passes = (1 if options.lower_slopes == "crown" else 3) + (given is not None)
         per_row = passes * B * (sum(live.work(t) for t in range(j)) + live.blocks[j].weight.size)
         step = max(min(step, int(CHUNK_WORK / (2 * per_row))), 1)
     for s in range(0, idx.size, step):
