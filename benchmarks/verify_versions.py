@@ -70,6 +70,13 @@ def main() -> None:
     data = Path(args.vnncomp_data).resolve()  # (each version runs in its own folder)
     if not data.is_dir():
         raise SystemExit(f"{data} is not a folder: give --vnncomp-data the folder with mnist_fc/, oval21/")
+    for item in args.instances.split(","):
+        if item.count(":") != 2 or not (data / item.split(":")[0] / "truth.csv").is_file():
+            raise SystemExit(f"instance {item!r}: write family:net:property with a family folder of "
+                             f"{data} holding truth.csv (e.g. mnist_fc:mnist-net_256x6:prop_3_0.05)")
+    for v in args.versions.split(","):
+        if not (Path(v) / "certify" / "cli").is_dir():
+            raise SystemExit(f"version {v!r} is not a checkout of certify: give folders such as `git worktree add` makes")
     rows = run(data, args.instances.split(","), [Path(v).resolve() for v in args.versions.split(",")], args.timeout)
     append_rows("verify_versions.csv", FIELDS, rows)
     if any(r["wrong"] for r in rows):

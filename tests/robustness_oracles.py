@@ -90,6 +90,14 @@ def _regions(weights, lo, hi) -> list:
     return _REGIONS[key]
 
 
+def radius_case(weights, x0, norm: str, targeted: bool, domain=None) -> tuple[int, int | None, float]:
+    """The predicted class at x0, the target of a targeted question (the next class) or None, and
+    the exact radius of that question (`exact_radius`)."""
+    c = int(np.argmax(forward(weights, x0)))
+    target = (c + 1) % weights[-1][0].shape[0] if targeted else None
+    return c, target, exact_radius(weights, x0, norm, target, domain)
+
+
 def exact_radius(weights, x0, norm: str, target=None, domain=None, features=None, reach: float = 3.0) -> float:
     """The robustness radius at x0 (ties are flips), searched within x0 +/- reach (and the domain);
     raises when the answer could lie beyond that box."""

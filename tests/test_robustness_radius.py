@@ -14,7 +14,7 @@ from certify.errors import BadInput
 from certify.robustness import RobustnessRadius, radius_batch
 from models.ir import sequential
 from tests.lipschitz_oracles import write_onnx
-from tests.robustness_oracles import exact_radius, flips, forward, onnxruntime_outputs, small_classifier
+from tests.robustness_oracles import exact_radius, radius_case, flips, forward, onnxruntime_outputs, small_classifier
 
 # (sizes, seed, point): one and two hidden layers, 3 and 4 classes
 NETS = [((2, 6, 6, 3), 0, [0.1, -0.2]), ((3, 8, 4), 1, [0.14, 0.45, -0.3])]
@@ -47,9 +47,7 @@ def _check_counterexample(cert, path, w, x0, target=None):
 @pytest.mark.parametrize("domain", [None, DOMAIN])
 def test_radius_matches_region_enumeration(onnx_nets, k, norm, targeted, domain):
     w, path, x0 = onnx_nets[k]
-    c = int(np.argmax(forward(w, x0)))
-    target = (c + 1) % w[-1][0].shape[0] if targeted else None
-    oracle = exact_radius(w, x0, norm, target, domain)
+    c, target, oracle = radius_case(w, x0, norm, targeted, domain)
     cert = certify.robustness_radius(path, x0, norm=norm, target_class=target, domain=domain, backend="highs")
     assert cert.predicted_class == c and cert.certified
     assert cert.fast_lower <= oracle + 1e-12  # the fast bound is a lower bound

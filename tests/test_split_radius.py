@@ -18,7 +18,7 @@ import certify.robustness.radius as radius_module
 from certify.robustness.question import Classifier, FlipQuestion
 from certify.robustness.split_radius import BISECT_GAP, flip_spec
 from models.ir import sequential
-from tests.robustness_oracles import exact_radius, flips, forward, onnxruntime_outputs, small_classifier
+from tests.robustness_oracles import exact_radius, radius_case, flips, forward, onnxruntime_outputs, small_classifier
 # the small nets of the exact-radius tests (and their ONNX files: a fixture)
 from tests.test_robustness_radius import DOMAIN, NETS, onnx_nets  # noqa: F401
 
@@ -35,9 +35,7 @@ def always_bisect(monkeypatch):
 @pytest.mark.parametrize("domain", [None, DOMAIN])
 def test_bisection_brackets_the_exact_radius(onnx_nets, always_bisect, k, targeted, domain):
     w, path, x0 = onnx_nets[k]
-    c = int(np.argmax(forward(w, x0)))
-    target = (c + 1) % w[-1][0].shape[0] if targeted else None
-    oracle = exact_radius(w, x0, "linf", target, domain)
+    c, target, oracle = radius_case(w, x0, "linf", targeted, domain)
     cert = certify.robustness_radius(path, x0, target_class=target, domain=domain, time_limit=30)
     why = (oracle, cert.lower, cert.upper, cert.status, cert.notes, cert.solver)
     assert cert.method == "relu-split" and cert.certified, why
