@@ -59,6 +59,9 @@ NODE_ITERATIONS = 16
 # ROOT_ALPHA_SHARE of the time left
 ROOT_ALPHA_STEPS = 30
 ROOT_ALPHA_SHARE = 0.1
+# the root's slopes are re-used below the splits only when the trial lowers the worse child's margin
+# bound or its unstable neurons by at least this share (`_pick_policy`)
+REUSE_GAIN = 0.01
 # split candidates per ReLU layer tried by strong branching (0: BaBSR's score alone)
 STRONG_PER_LAYER = 2
 # seconds of one round of node bounds (the engine sizes the batch from the last round's per-node time)
@@ -197,28 +200,58 @@ class ReluSplitSearch:
         return out
 
     def _pick_policy(self, root: _Node) -> None:
-        """Split the earliest layer first (`early_layers`) when that does better at the root than the
-        strong-branching choice: both splits are tried on the root, the children re-bounded with the
-        root's slopes, and the one whose worse child has the smaller margin bound wins. The
-        strong-branching scores see only the output rows' bounds over fixed pre-activation bounds;
-        a split in an early layer also tightens every later layer's bounds (with the root's
-        optimised slopes: on mnist_fc 256x6 prop_3_0.05 one split of layer 1 leaves 28 of layer 5's
-        79 unstable neurons unstable), which only this trial sees."""
-        if root.early is None or root.early == root.choice:
+        """Two choices for the whole search, made by trials on the refined root: each split is tried
+        on both children, re-bounded as the tree would, and scored by its worse child's margin bound.
+
+        - Re-use the root's slopes below the splits (`root_slopes`) only when they pay: the earliest
+          layer's best split re-bounded with and without them. They are dropped when they lower
+          neither that bound nor the children's unstable neurons by REUSE_GAIN: every re-bound then
+          saves their back-substitution. On oval21 (CIFAR) they changed neither and cost 15-50% a
+          re-bound; cifar_base_kw img6767 reached a margin bound of 0.259 in 120 s with them, 0.155
+          without. On mnist_fc 256x6 prop_3_0.05 the trial gives 7.05 with them and 16.8 without.
+        - Split the earliest layer first (`early_layers`) when that does better than the
+          strong-branching choice. Strong branching's scores see only the output rows over fixed
+          pre-activation bounds; a split in an early layer also tightens every later layer's bounds
+          (with the root's optimised slopes: on mnist_fc 256x6 prop_3_0.05 one split of layer 1
+          leaves 28 of layer 5's 79 unstable neurons unstable), which only this trial sees."""
+        if root.early is None:
             return
         chosen, warm, stuck = root.choice, root.warm, len(self.stuck)
-        worst = {}
-        for name, choice in (("early", root.early), ("strong", chosen)):
-            root.choice, root.warm = choice, dict(warm)
-            kids = [kid for kid, _ in self.branch(root, NodeBound(np.inf), np.inf)]
-            bounds = self._expand(root.region, kids)
-            if self.cex is not None:
-                break
-            worst[name] = max(nb.upper for nb in bounds)
+        trial: dict[str, float] = {}
+        early = self._trial_split(root, root.early, warm)
+        kept = self.root_slopes.get(root.region)
+        if early is not None and kept:
+            del self.root_slopes[root.region]
+            try:
+                without = self._trial_split(root, root.early, warm)
+            finally:
+                self.root_slopes[root.region] = kept
+            if without is not None:
+                trial["early without root slopes"] = without[0]
+                if early[0] >= without[0] - REUSE_GAIN * abs(without[0]) and early[1] >= (1.0 - REUSE_GAIN) * without[1]:
+                    self.reuse_slopes = False
+                    self.root_slopes.clear()
+                    early = without  # (the tree's children from now on)
+        if early is not None:
+            trial["early"] = early[0]
+            strong = self._trial_split(root, chosen, warm) if root.early != chosen else None
+            if strong is not None:
+                trial["strong"] = strong[0]
         root.choice, root.warm = chosen, warm
         del self.stuck[stuck:]  # (trial children are not the tree's: the tree meets them again)
-        self.early_layers = worst.get("early", np.inf) < worst.get("strong", -np.inf)
-        self.policy_trial = worst
+        self.policy_trial = trial
+        self.early_layers = trial.get("early", np.inf) < trial.get("strong", -np.inf)
+
+    def _trial_split(self, root: _Node, choice: tuple[int, int], warm: dict) -> tuple[float, int] | None:
+        """Split `choice` of the root on trial: its worse child's margin bound and the children's
+        unstable neurons (None once a counterexample was found)."""
+        root.choice, root.warm = choice, dict(warm)
+        kids = [kid for kid, _ in self.branch(root, NodeBound(np.inf), np.inf)]
+        bounds = self._expand(root.region, kids)
+        if self.cex is not None:
+            return None
+        unstable = sum(int(np.sum((lo < 0) & (hi > 0))) for kid in kids for lo, hi in zip(kid.pre_lo, kid.pre_hi))
+        return max(nb.upper for nb in bounds), unstable
 
     def branch(self, node: _Node, nb: NodeBound, prune_level: float) -> list[tuple[_Node, float | None]]:
         t, i = node.choice
@@ -557,6 +590,9 @@ class ReluSplitSearch:
             out.notes.append("the earliest layer with an unstable neuron was split first" + (
                 f" (at the root its worse child's margin bound was {trial['early']:.4g}, strong branching's "
                 f"{trial['strong']:.4g})" if {"early", "strong"} <= trial.keys() else ""))
+        if not self.reuse_slopes and "early without root slopes" in self.policy_trial:
+            out.notes.append("the root's optimised slopes were not re-used below the splits: at the root they did not "
+                             "tighten the children of a split")
         if self.compactions:
             out.notes.append(f"the open nodes were compacted {self.compactions} time(s) to stay within "
                              f"{gb(self.memory_cap)} (their warm starts dropped, their bounds kept in float32)")
