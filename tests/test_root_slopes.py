@@ -7,6 +7,8 @@ exact activation-region enumeration for the verdicts."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -122,16 +124,21 @@ def test_root_slopes_tighten_children_on_average():
     assert sum(gains) > 0 and sum(g > 0 for g in gains) >= 4, gains
 
 
-@pytest.mark.parametrize("early", [False, True])
+@pytest.mark.parametrize("policy", ["strong", "early", "early, no root slopes", "trial"])
 @pytest.mark.parametrize("sizes", [(3, 8, 8, 8, 2), (4, 10, 6, 6, 3)])
-def test_verdicts_with_either_split_policy_agree_with_region_enumeration(monkeypatch, early, sizes):
+def test_verdicts_with_every_split_policy_agree_with_region_enumeration(monkeypatch, policy, sizes):
     """ReLU splitting with the policy forced (the earliest layer first, or strong branching over all
-    layers): unsat only where the exact maximum margin is negative, sat only with a witness the
-    oracle's own evaluator finds unsafe."""
+    layers; the root's slopes re-used or not) or chosen by the root's trial: unsat only where the
+    exact maximum margin is negative, sat only with a witness the oracle's own evaluator finds
+    unsafe."""
     def forced(self, root):
-        self.early_layers = early
+        self.early_layers = policy.startswith("early")
+        if "no root slopes" in policy:
+            self.reuse_slopes = False
+            self.root_slopes.clear()
 
-    monkeypatch.setattr(ReluSplitSearch, "_pick_policy", forced)
+    if policy != "trial":
+        monkeypatch.setattr(ReluSplitSearch, "_pick_policy", forced)
     outcomes = []
     for seed in range(6):
         rng = np.random.default_rng(seed)
@@ -148,3 +155,37 @@ def test_verdicts_with_either_split_policy_agree_with_region_enumeration(monkeyp
             assert exact < 1e-6
         outcomes.append(res.result)
     assert "unsat" in outcomes, outcomes
+
+
+@pytest.mark.parametrize("with_slopes, without, reused", [
+    ((1.0, 100), (1.0, 100), False),     # the same bound and unstable neurons: dropped
+    ((0.995, 100), (1.0, 100), False),   # within REUSE_GAIN of both: dropped
+    ((0.5, 100), (1.0, 100), True),      # a lower margin bound: kept
+    ((1.0, 90), (1.0, 100), True),       # fewer unstable neurons: kept
+    ((-2.0, 100), (-1.0, 100), True),    # (negative bounds: lower is still better)
+])
+def test_root_slopes_are_kept_only_when_the_trial_shows_they_tighten(monkeypatch, with_slopes, without, reused):
+    """`_pick_policy`'s reuse decision from the trial of the earliest layer's split with and without
+    the root's slopes; the root's choice, warm starts and the stuck list come back unchanged, and
+    the policy then compares the kept children with strong branching's."""
+    search = ReluSplitSearch.__new__(ReluSplitSearch)
+    search.root_slopes = {0: {1: "slopes"}}
+    search.reuse_slopes, search.stuck, search.cex = True, [], None
+    seen = []
+
+    def trial(self, root, choice, warm):
+        seen.append((choice, bool(self.root_slopes)))
+        self.stuck.append("trial child")
+        if choice == root.early:
+            return with_slopes if self.root_slopes else without
+        return (0.75, 100)  # strong branching's split
+
+    monkeypatch.setattr(ReluSplitSearch, "_trial_split", trial)
+    root = SimpleNamespace(region=0, choice=(2, 5), early=(0, 1), warm={"w": 1})
+    search._pick_policy(root)
+    assert seen[:2] == [((0, 1), True), ((0, 1), False)] and seen[2] == ((2, 5), reused)
+    assert search.reuse_slopes is reused and bool(search.root_slopes) is reused
+    assert (root.choice, root.warm, search.stuck) == ((2, 5), {"w": 1}, [])
+    kept = with_slopes if reused else without
+    assert search.early_layers is (kept[0] < 0.75)
+    assert search.policy_trial == {"early without root slopes": without[0], "early": kept[0], "strong": 0.75}
