@@ -8,7 +8,8 @@ whole input box of a region. Its bounds, for a batch of nodes at once:
    refined with the slopes of every layer optimised, `_refine_roots`), then at every node the
    parent's intersected with the node's phases and, below the split, re-bounded by the batched
    symbolic step of `bound_boxes` with the fixed phases, with CROWN's slopes and the refined
-   root's (`tighten`, `root_slopes`);
+   root's (`tighten`, `root_slopes`; the latter only when a trial at the root shows they tighten a
+   split's children, `_pick_policy`);
 2. every row of every open clause bounded by `solvers.bounds.beta.beta_upper`: alpha slopes and
    split multipliers beta optimised by gradient steps (warm-started from the parent's), the bound
    itself a Lagrangian dual bound evaluated soundly in float64 for those multipliers;
