@@ -175,6 +175,7 @@ def test_root_slopes_are_kept_only_when_the_trial_shows_they_tighten(monkeypatch
 
     def trial(self, root, choice, warm):
         seen.append((choice, bool(self.root_slopes)))
+        root.choice, root.warm = choice, {}  # (as the real trial leaves them: branch() empties the warm starts)
         self.stuck.append("trial child")
         if choice == root.early:
             return with_slopes if self.root_slopes else without
