@@ -190,3 +190,30 @@ def test_root_slopes_are_kept_only_when_the_trial_shows_they_tighten(monkeypatch
     kept = with_slopes if reused else without
     assert search.early_layers is (kept[0] < 0.75)
     assert search.policy_trial == {"early without root slopes": without[0], "early": kept[0], "strong": 0.75}
+
+
+def test_the_policy_is_tried_without_root_slopes(monkeypatch):
+    """A search that keeps no root slopes (`reuse_slopes=False`) still tries the earliest-layer
+    policy against strong branching on its refined root (it used to skip the trial), and its
+    verdicts still agree with exact region enumeration."""
+    searches = []
+    init = ReluSplitSearch.__init__
+
+    def no_reuse(self, *args, **kwargs):
+        init(self, *args, **{**kwargs, "reuse_slopes": False})
+        searches.append(self)
+
+    monkeypatch.setattr(ReluSplitSearch, "__init__", no_reuse)
+    sizes = (4, 10, 6, 6, 3)
+    tried = 0
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        net = random_relu_net(sizes, seed=seed, bias_scale=0.3)
+        text, lo, hi, G, H, d = _property(rng, net, sizes[0], sizes[-1])
+        exact, _ = exact_max_margin(net, lo, hi, G, H, d)
+        res = verify(net, parse_vnnlib(text), timeout=20, seed=seed, max_split_dims=0, attack_seconds=0.0)
+        assert not (res.result == "unsat" and exact >= 1e-6) and not (res.result == "sat" and exact < -1e-6)
+        search = searches[-1]
+        assert not search.root_slopes and "early without root slopes" not in search.policy_trial
+        tried += "early" in search.policy_trial
+    assert tried >= 1

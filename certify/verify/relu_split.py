@@ -196,7 +196,7 @@ class ReluSplitSearch:
                 for i, nb in zip(again, self.bound_many([nodes[i] for i in again]), strict=True):
                     out[i] = nb
                 live = [nodes[i] for i in again if not out[i].leaf and nodes[i].choice is not None]
-                if self.root_slopes and live and self.cex is None:
+                if live and self.cex is None:  # (with or without slopes kept: the policy is tried either way)
                     self._pick_policy(live[0])
         return out
 
@@ -204,8 +204,9 @@ class ReluSplitSearch:
         """Two choices for the whole search, made by trials on the refined root: each split is tried
         on both children, re-bounded as the tree would, and scored by its worse child's margin bound.
 
-        - Re-use the root's slopes below the splits (`root_slopes`) only when they pay: the earliest
-          layer's best split re-bounded with and without them. They are dropped when they lower
+        - Re-use the root's slopes below the splits (`root_slopes`, when the refine kept them: one
+          open root per region) only when they pay: the earliest layer's best split re-bounded with
+          and without them. They are dropped when they lower
           neither that bound nor the children's unstable neurons by REUSE_GAIN: every re-bound then
           saves their back-substitution. On oval21 (CIFAR) they changed neither and cost 15-50% a
           re-bound; cifar_base_kw img6767 reached a margin bound of 0.259 in 120 s with them, 0.155
