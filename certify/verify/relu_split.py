@@ -206,9 +206,8 @@ class ReluSplitSearch:
 
         - Re-use the root's slopes below the splits (`root_slopes`, when the refine kept them: one
           open root per region) only when they pay: the earliest layer's best split re-bounded with
-          and without them. They are dropped when they lower
-          neither that bound nor the children's unstable neurons by REUSE_GAIN: every re-bound then
-          saves their back-substitution. On oval21 (CIFAR) they changed neither and cost 15-50% a
+          and without them. They are dropped when they lower neither that bound nor the children's
+          unstable neurons by REUSE_GAIN: every re-bound then saves their back-substitution. On oval21 (CIFAR) they changed neither and cost 15-50% a
           re-bound; cifar_base_kw img6767 reached a margin bound of 0.259 in 120 s with them, 0.155
           without. On mnist_fc 256x6 prop_3_0.05 the trial gives 7.05 with them and 16.8 without.
         - Split the earliest layer first (`early_layers`) when that does better than the
