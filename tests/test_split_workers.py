@@ -33,6 +33,8 @@ def share_at_once(monkeypatch):
     monkeypatch.setattr(split_workers, "SPLIT_AFTER", 0.0)
     monkeypatch.setattr(split_workers, "SPLIT_OPEN", 2)
     monkeypatch.setattr(split_workers, "forkable_cores", lambda: 2)
+    # (trees that grow: the cut finisher, which closes nodes before they split, is tested in test_relu_cuts)
+    monkeypatch.setattr(relu_split.ReluSplitSearch, "_worth_cutting", lambda self, bound: False)
     before = _children()
     yield
     assert _children() <= before, "a split worker was left running"

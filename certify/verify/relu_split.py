@@ -24,7 +24,10 @@ bounds) are tried on both children with the node's multipliers (filtered strong 
 one with the best worse child is split; only among the earliest layer's candidates when a trial at
 the refined root found that better (`_pick_policy`: early splits tighten every later layer). A
 node without unstable neurons left is decided by one safe LP per open clause (`relu_lp`: exact
-there); one it cannot close either ends the search `exhausted`. The loop is
+there); one it cannot close either ends the search `exhausted`. A node about to be split may first
+be bounded by that LP tightened by rounds of each neuron's ideal cuts (`_cut_finish`, where a trial
+at the root and the branching so far say it pays: `_worth_cutting`), which goes below the triangle
+relaxation that beta-CROWN's bound relaxes. The loop is
 `solvers.bab.branch_and_bound` with a `DepthFirst` frontier, as for input splitting.
 """
 
@@ -63,6 +66,19 @@ ROOT_ALPHA_SHARE = 0.1
 # the root's slopes are re-used below the splits only when the trial lowers the worse child's margin
 # bound or its unstable neurons by at least this share (`_pick_policy`)
 REUSE_GAIN = 0.01
+# the cut finisher (`_cut_finish`): rounds of ideal cuts per LP; its share of the search's time at
+# most CUT_SHARE times the share of its tries that closed their node (plus CUT_GRACE seconds); its
+# first CUT_CALIBRATE tries (the refined root's) measure what a try costs and how far it lowers a
+# bound, then a node is tried only when it is expected to close it (its bound below the largest
+# drop of the last CUT_HISTORY tries) and to save more branching than it costs (`_worth_cutting`)
+CUT_ROUNDS = 10
+CUT_SHARE = 0.9
+CUT_GRACE = 1.0
+CUT_CALIBRATE = 1
+CUT_HISTORY = 32
+# a try's LPs stop after CUT_TRY_SHARE of the search's time limit (at least CUT_TRY_MIN seconds)
+CUT_TRY_SHARE = 0.05
+CUT_TRY_MIN = 2.0
 # split candidates per ReLU layer tried by strong branching (0: BaBSR's score alone)
 STRONG_PER_LAYER = 2
 # seconds of one round of node bounds (the engine sizes the batch from the last round's per-node time)
@@ -107,7 +123,7 @@ class ReluSplitSearch:
                  root_iterations: int = ROOT_ITERATIONS, iterations: int = NODE_ITERATIONS,
                  strong: int = STRONG_PER_LAYER, pgd_every: int = 5, strong_all_rows: bool = False,
                  rebound_last: bool = False, bound_grace: float = 0.0, skip_unchanged: bool = True,
-                 workers: int = 2, reuse_slopes: bool = True) -> None:
+                 workers: int = 2, reuse_slopes: bool = True, cut_share: float = CUT_SHARE) -> None:
         self.f = falsifier
         self.bound_grace = bound_grace  # node bounds in flight at the deadline may finish within it
         self.blocks = relu_blocks(net)
@@ -151,6 +167,15 @@ class ReluSplitSearch:
         self.holding = Holding()  # (the open nodes' bytes count as held for the budget's other checks)
         self._per_node = 0.0  # bytes per open node at the last full measurement
         self._estimated = 0  # rounds since then
+        # the cut finisher: its share of the time (0: off), seconds spent, nodes tried and closed
+        self.cut_share = cut_share
+        self.cut_seconds = 0.0
+        self.cut_tries = self.cut_closed = 0
+        self.cut_drops: list[float] = []  # how far the finisher lowered the clause bounds it tried
+        # running means: branching's bound drop per level, its seconds per node
+        self.level_drop, self.node_seconds = 0.0, 0.0
+        self._started = time.perf_counter()
+        self._in_trial = False
 
     # ---------------------------------------------------------------- the BabProblem side
     def roots(self) -> list[_Node]:
@@ -160,6 +185,7 @@ class ReluSplitSearch:
                                  else NodeBound(e[0]) for e in seeds}
             return [e[2] for e in seeds]
         self.memory_cap = FRONTIER_SHARE * work_left()[0]
+        self._started = time.perf_counter()
         out = []
         for r, region in enumerate(self.f.regions):
             nb = bound_boxes(self.blocks, region.lo[None], region.hi[None],
@@ -248,7 +274,11 @@ class ReluSplitSearch:
         unstable neurons (None once a counterexample was found)."""
         root.choice, root.warm = choice, dict(warm)
         kids = [kid for kid, _ in self.branch(root, NodeBound(np.inf), np.inf)]
-        bounds = self._expand(root.region, kids)
+        self._in_trial = True  # (no cut finisher on trial children)
+        try:
+            bounds = self._expand(root.region, kids)
+        finally:
+            self._in_trial = False
         if self.cex is not None:
             return None
         unstable = sum(int(np.sum((lo < 0) & (hi > 0))) for kid in kids for lo, hi in zip(kid.pre_lo, kid.pre_hi))
@@ -399,6 +429,8 @@ class ReluSplitSearch:
         B = len(nodes)
         self.nodes += B
         self.max_depth = max(self.max_depth, max(n.depth for n in nodes))
+        started = time.perf_counter()
+        inherited = [float(np.max(np.where(n.open, n.upper, -np.inf))) if n.open.any() else -np.inf for n in nodes]
         empty = self._tighten(r, nodes)
         K = len(self.blocks) - 1
         # problems: (node, row) for the rows of every open clause of every non-empty node
@@ -467,9 +499,91 @@ class ReluSplitSearch:
                 n.choice = cands[0]
                 branching.append((b, cands))
                 out.append(NodeBound(bound))
+        self._measure(nodes, inherited)
+        cut_before = self.cut_seconds
+        if branching and not self._cut_finish(r, nodes, branching, out):
+            return [NodeBound(np.inf, lower=self.cex.margin, witness=self.cex)] + [NodeBound(np.inf)] * (B - 1)
         if branching and self.strong:
             self._strong_branching(region, nodes, branching, probs)
+        per = (time.perf_counter() - started - (self.cut_seconds - cut_before)) / B
+        self.node_seconds = 0.9 * self.node_seconds + 0.1 * per if self.node_seconds else per
         return out
+
+    def _measure(self, nodes: list[_Node], inherited: list[float]) -> None:
+        """The running mean of branching's bound drop per level (a parent's margin bound to its
+        child's), for the cut finisher's choice (`_worth_cutting`)."""
+        drops = [p - float(np.max(np.where(n.open, n.upper, -np.inf))) if n.open.any() else p
+                 for n, p in zip(nodes, inherited) if n.depth > 0 and np.isfinite(p) and p > 0]
+        drops = [max(d, 0.0) for d in drops if np.isfinite(d)]
+        if drops:
+            mean = float(np.mean(drops))
+            self.level_drop = 0.9 * self.level_drop + 0.1 * mean if self.level_drop else mean
+
+    def _cut_finish(self, r: int, nodes: list[_Node], branching: list, out: list[NodeBound]) -> bool:
+        """The cut finisher on the nodes about to be split, smallest margin bound first: each open
+        clause bounded by the node's LP tightened by rounds of ideal ReLU cuts
+        (`relu_lp.clause_lp_bound(cut_rounds=)`); a node whose every clause it closes becomes a
+        leaf (removed from `branching`, `out` updated in place). Beta-CROWN's bound is a relaxed
+        dual of the triangle LP; the cuts go below the triangle: on cifar_wide_kw img8517 all 24
+        sampled open nodes of a 120 s search (depth 5-18, margin bounds 0.002-0.012) closed in
+        0.5-0.8 s each. A node is tried only when `_worth_cutting`. False after a replayed
+        counterexample (an LP point)."""
+        if not self.cut_share or self._in_trial or not self._refined:
+            return True
+        region = self.f.regions[r]
+        for b, cands in sorted(branching, key=lambda e: out[e[0]].upper):
+            if past(self.deadline) or not self._worth_cutting(out[b].upper):
+                break
+            n = nodes[b]
+            start = time.perf_counter()
+            # a try ends by the search's deadline and within CUT_TRY_SHARE of its time
+            until = start + max(CUT_TRY_MIN, CUT_TRY_SHARE * (start - self._started if self.deadline is None
+                                                              else self.deadline - self._started))
+            until = until if self.deadline is None else min(until, self.deadline)
+            pre_lo, pre_hi = clamp_splits(n.pre_lo, n.pre_hi, n.split)
+            for c in sorted(np.flatnonzero(n.open), key=lambda c: -n.upper[c]):  # (the likeliest to stay open first)
+                rows = region.clauses[c].rows
+                bound, x = clause_lp_bound(self.blocks, region.lo, region.hi, pre_lo, pre_hi, n.split, rows,
+                                           cut_rounds=CUT_ROUNDS, deadline=until)
+                if np.isfinite(n.upper[c]):  # (how far below the bound it went; the rounds stop below 0)
+                    self.cut_drops = (self.cut_drops + [max(float(n.upper[c]) - max(bound, 0.0), 0.0)])[-CUT_HISTORY:]
+                n.upper[c] = min(n.upper[c], bound)
+                if bound < 0 or (bound <= 0 and rows.count and np.all(rows.strict)):
+                    n.open[c] = False
+                    continue
+                if x is not None and self._candidates(r, x[None]):
+                    return False
+                break  # (a clause left open: the node is split anyway)
+            self.cut_seconds += time.perf_counter() - start
+            self.cut_tries += 1
+            if not n.open.any():
+                self.cut_closed += 1
+                out[b] = NodeBound(float(n.upper.max()), leaf=True)
+                branching.remove((b, cands))
+            else:
+                out[b] = NodeBound(float(np.max(np.where(n.open, n.upper, -np.inf))))
+        return True
+
+    def _worth_cutting(self, bound: float) -> bool:
+        """Try the cut finisher on a node of this margin bound? Within CUT_SHARE of the search's
+        time times the share of its tries that closed their node (plus CUT_GRACE s); after
+        CUT_CALIBRATE tries (the refined root: on cifar_wide_kw img8517 it lowers the root's bound by
+        0.017, its nodes' by 0.01-0.025) only when the finisher could close the node (the bound is
+        below the largest drop of its last CUT_HISTORY tries: a drop stops at the closing round, so
+        it understates what the cuts could do) and the subtree branching would otherwise need costs
+        more than a try: about 4^(bound / drop per level) nodes at the measured seconds per node
+        (bounds fall ever slower down a tree: 2^levels underestimated the subtrees of cifar_wide_kw
+        img8517, which branching alone leaves open at 720 s, and still tells cifar_base_kw img8194's
+        nodes, which branching closes within a level or two, from them)."""
+        rate = (self.cut_closed + 1.0) / (self.cut_tries + 2.0)  # (Laplace's estimate)
+        spent = self.cut_seconds <= self.cut_share * rate * (time.perf_counter() - self._started) + CUT_GRACE
+        if not spent or self.cut_tries < CUT_CALIBRATE:
+            return spent
+        if bound > max(self.cut_drops, default=0.0):
+            return False
+        per_try = self.cut_seconds / self.cut_tries
+        levels = bound / self.level_drop if self.level_drop > 0 else np.inf
+        return 4.0 ** min(levels, 30.0) * self.node_seconds >= per_try
 
     def _warm(self, nodes, pb, pr, pre_lo, pre_hi):
         """alpha / beta to start from: the parent's for the same row (new splits' beta 0), else
@@ -594,6 +708,9 @@ class ReluSplitSearch:
         if not self.reuse_slopes and "early without root slopes" in self.policy_trial:
             out.notes.append("the root's optimised slopes were not re-used below the splits: at the root they did not "
                              "tighten the children of a split")
+        if self.cut_tries:
+            out.notes.append(f"cut finisher: {self.cut_closed} of {self.cut_tries} node(s) closed by LPs with ideal "
+                             f"ReLU cuts ({self.cut_seconds:.1f} s)")
         if self.compactions:
             out.notes.append(f"the open nodes were compacted {self.compactions} time(s) to stay within "
                              f"{gb(self.memory_cap)} (their warm starts dropped, their bounds kept in float32)")

@@ -143,14 +143,19 @@ class Expr:
         return np.where(self.rounds > 0, err + 1e-300, 0.0)
 
     # ------------------------------------------------------------------ algebra
-    def affine(self, weight: np.ndarray, bias: np.ndarray | float = 0.0) -> "Expr":
-        """weight @ self + bias (weight dense (r, k))."""
-        w = np.asarray(weight, dtype=np.float64)
+    def affine(self, weight: np.ndarray | sp.spmatrix, bias: np.ndarray | float = 0.0) -> "Expr":
+        """weight @ self + bias (weight (r, k), dense or a float64 scipy sparse matrix, e.g. a
+        cached CSR copy of a layer's weight: converting a dense unrolled convolution costs more
+        than the product)."""
+        w = weight.tocsr() if sp.issparse(weight) else np.asarray(weight, dtype=np.float64)
         b = np.broadcast_to(np.asarray(bias, dtype=np.float64), (w.shape[0],))
         what = f"the LP/MILP rows of a {w.shape[0]} x {w.shape[1]} layer"
-        # sparse copies of W (CSR and its conversion: about 28 bytes per nonzero), checked first
-        require_work(28.0 * np.count_nonzero(w), what, MILP_ALTERNATIVE)
-        ws = sp.csr_matrix(w)
+        if sp.issparse(w):
+            ws = w
+        else:
+            # sparse copies of W (CSR and its conversion: about 28 bytes per nonzero), checked first
+            require_work(28.0 * np.count_nonzero(w), what, MILP_ALTERNATIVE)
+            ws = sp.csr_matrix(w)
         if self.coef.nnz:  # the product's nonzeros are at most those of the rows W reaches
             reach = int(np.diff(self.coef.indptr)[ws.indices].sum())
             # coef, its magnitude and scipy's temporaries of the product: about 48 bytes per nonzero

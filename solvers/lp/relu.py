@@ -65,8 +65,12 @@ def encode_relu_network(
     pre_hi: list[np.ndarray],
     relaxation: Literal["bigm", "triangle"] = "bigm",
     layers: int | None = None,
+    weights: list | None = None,
 ) -> ForwardEncoding:
-    """Encode x in [lo, hi] and the first `layers` ReLU layers (default: all, plus the output map)."""
+    """Encode x in [lo, hi] and the first `layers` ReLU layers (default: all, plus the output map).
+    `weights[j]`, when given, stands for blocks[j].weight (the same matrix, e.g. a cached scipy
+    sparse copy: `Expr.affine`)."""
+    weights = [b.weight for b in blocks] if weights is None else weights
     x = builder.add_vars(lo.size, lo, hi, group="x")
     h = builder.var_expr(x)
     pre: list[Expr] = []
@@ -75,7 +79,7 @@ def encode_relu_network(
     phase_list: list[np.ndarray] = []
     n_relu = len(blocks) - 1 if layers is None else layers
     for j in range(n_relu):
-        z = h.affine(blocks[j].weight, blocks[j].bias)
+        z = h.affine(weights[j], blocks[j].bias)
         l, u = pre_lo[j], pre_hi[j]
         ph = phases(l, u)
         delta = np.full(ph.size, -1, dtype=np.int64)
@@ -108,5 +112,5 @@ def encode_relu_network(
         deltas.append(delta)
         phase_list.append(ph)
         h = a_expr
-    output = h.affine(blocks[n_relu].weight, blocks[n_relu].bias) if layers is None else h
+    output = h.affine(weights[n_relu], blocks[n_relu].bias) if layers is None else h
     return ForwardEncoding(x, pre, post, deltas, phase_list, output)
