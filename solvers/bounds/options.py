@@ -29,7 +29,9 @@ class BoundOptions:
       unstable in some box of the batch; "per-box": each box's own unstable neurons.
     - `symbolic_output`: the output layer back-substituted too (else its interval bounds).
     - `lp_deadline` (`time.perf_counter()`): LP tightening stops there; `lp_output` also LP-tightens
-      the output bounds.
+      the output bounds; `lp_cuts`: rounds of ideal cuts per LP (`lp.lp_tighten_layer`; 0: the
+      triangle relaxation); `lp_min_gain`: a layer's LPs stop when its first neurons gain less
+      (`lp_tighten_layer`'s `min_gain`).
     - `deadline` (`time.perf_counter()`): every tightening step (symbolic, optimised slopes, LP) stops
       there and at Ctrl-C, checked between blocks of about `pipeline.CHUNK_WORK` multiply-adds; the
       neurons not reached keep their interval bounds (sound, looser). The caller folds the command
@@ -46,6 +48,8 @@ class BoundOptions:
     symbolic_output: bool = True
     lp_deadline: float | None = None
     lp_output: bool = False
+    lp_cuts: int = 0
+    lp_min_gain: float = 0.0
     deadline: float | None = None
 
     def __post_init__(self) -> None:

@@ -159,7 +159,8 @@ def bound_boxes(
             lp_deadline = earliest(options.lp_deadline, options.deadline)
             for b in range(B):
                 l[b], u[b], lps = lp_tighten_layer(blocks, [p[b] for p in pre_lo] + [l[b]], [p[b] for p in pre_hi] + [u[b]],
-                                                   j, lo[b], hi[b], deadline=lp_deadline)
+                                                   j, lo[b], hi[b], deadline=lp_deadline, cut_rounds=options.lp_cuts,
+                                                   min_gain=options.lp_min_gain)
                 steps["lp"].lps += lps
             steps["lp"].seconds += time.perf_counter() - t
         if "lp" in steps:
