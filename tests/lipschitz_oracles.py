@@ -4,6 +4,8 @@
   interior, by depth-first search over neurons with one scipy LP per partial pattern.
 - `exact_lipschitz(...)`: max over those regions of the operator norm of the region's Jacobian,
   with operator norms computed here by brute force / closed forms.
+- `sampled_unstable(weights, lo, hi)`: neurons seen taking both signs on sampled points of the box
+  (a lower bound on any sound count of unstable ReLUs).
 - `write_onnx(weights, path)`: a MatMul + Add + Relu ONNX file for CLI tests.
 """
 
@@ -100,6 +102,16 @@ def opnorm(J: np.ndarray, p: str, q: str) -> float:
     if q == "linf":
         return max(float(np.linalg.norm(J[i])) for i in range(m))
     return max(float(np.linalg.norm(J.T @ np.array(v))) for v in product((-1.0, 1.0), repeat=m))
+
+
+def sampled_unstable(weights, lo, hi, samples: int = 4000, seed: int = 0) -> int:
+    x = np.random.default_rng(seed).uniform(lo, hi, (samples, np.size(lo)))
+    total, h = 0, x
+    for W, b in weights[:-1]:
+        z = h @ W.T + b
+        total += int(np.sum((z > 0).any(axis=0) & (z < 0).any(axis=0)))
+        h = np.maximum(z, 0.0)
+    return total
 
 
 def exact_lipschitz(weights, lo, hi, p: str, q: str | None, target=None) -> float:

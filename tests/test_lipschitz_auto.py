@@ -11,18 +11,7 @@ import pytest
 import certify
 from certify.lipschitz.options import AUTO_REGIONS_BEFORE_BAB
 from models.ir import sequential
-from tests.lipschitz_oracles import exact_lipschitz, random_weights
-
-
-def _unstable(w, lo, hi) -> int:
-    """Neurons taking both signs on sampled points of the box (a lower bound on any sound count)."""
-    x = np.random.default_rng(0).uniform(lo, hi, (4000, lo.size))
-    total, h = 0, x
-    for W, b in w[:-1]:
-        z = h @ W.T + b
-        total += int(np.sum((z > 0).any(axis=0) & (z < 0).any(axis=0)))
-        h = np.maximum(z, 0.0)
-    return total
+from tests.lipschitz_oracles import exact_lipschitz, random_weights, sampled_unstable
 
 
 def _contains(cert, exact: float) -> bool:
@@ -32,7 +21,7 @@ def _contains(cert, exact: float) -> bool:
 def test_many_unstable_relus_on_two_inputs_go_to_the_branch_and_bound():
     w = random_weights([2, 20, 2], 1)
     lo, hi = np.full(2, -1.0), np.full(2, 1.0)
-    assert _unstable(w, lo, hi) > AUTO_REGIONS_BEFORE_BAB  # (so the rule has something to decide)
+    assert sampled_unstable(w, lo, hi) > AUTO_REGIONS_BEFORE_BAB  # (so the rule has something to decide)
     net = sequential(w)
     exact = exact_lipschitz(w, lo, hi, "linf", "l1")
     auto = certify.local_lipschitz(net, np.zeros(2), 1.0, time_limit=60)
@@ -46,7 +35,7 @@ def test_many_unstable_relus_on_two_inputs_go_to_the_branch_and_bound():
 def test_few_unstable_relus_are_enumerated_first(norms):
     w = random_weights([3, 5, 4, 2], 7)
     lo, hi = np.full(3, -0.6), np.full(3, 0.6)
-    assert 0 < _unstable(w, lo, hi) <= AUTO_REGIONS_BEFORE_BAB
+    assert 0 < sampled_unstable(w, lo, hi) <= AUTO_REGIONS_BEFORE_BAB
     exact = exact_lipschitz(w, lo, hi, *norms)
     auto = certify.local_lipschitz(sequential(w), np.zeros(3), 0.6, input_norm=norms[0], output_norm=norms[1])
     assert auto.method == "regions" and auto.status == "optimal", auto.notes
@@ -67,7 +56,7 @@ def test_tied_neurons_do_not_count_against_the_region_stage():
         if k < len(base) - 1:
             W, b = np.vstack([W, 2.0 * W]), np.concatenate([b, 2.0 * b])
         w.append((W, b))
-    doubled = _unstable(w, lo, hi)
+    doubled = sampled_unstable(w, lo, hi)
     assert doubled % 2 == 0 and doubled // 2 <= AUTO_REGIONS_BEFORE_BAB < doubled
     exact = exact_lipschitz(base, lo, hi, "linf", "l1")
     auto = certify.local_lipschitz(sequential(w), np.zeros(2), 1.0)
@@ -95,22 +84,22 @@ def test_demo_comparison_line_is_measured_in_the_run(capsys):
         assert low - 0.05 - 1e-9 <= ratio <= high + 0.05 + 1e-9, (s, m, ratio)
 
 
-def _separable_net(n_hidden: int, seed: int):
-    """10 inputs; hidden neuron k reads input k mod 10 alone, with its kink inside [-1, 1] (every one
+def _separable_net(n_hidden: int, seed: int, n: int = 10):
+    """n inputs; hidden neuron k reads input k mod n alone, with its kink inside [-1, 1] (every one
     unstable on the box, no two tied). With c = e_0 - e_1 the gradient is separable,
     g_i(x_i) = sum over the neurons k of input i of v_k a_k [a_k x_i + b_k > 0] (v = W2^T c), so the
-    exact constant over [-1, 1]^10 for the linf input norm (||g||_1) is the sum over inputs of the
+    exact constant over [-1, 1]^n for the linf input norm (||g||_1) is the sum over inputs of the
     largest |g_i| over the segments between that input's kinks: the closed-form oracle."""
     rng = np.random.default_rng(seed)
     a = rng.choice([-1.0, 1.0], n_hidden) * rng.uniform(0.5, 1.5, n_hidden)
     b = -a * rng.uniform(-0.8, 0.8, n_hidden)  # kink at x = -b/a inside (-0.8, 0.8)
-    W1 = np.zeros((n_hidden, 10))
-    W1[np.arange(n_hidden), np.arange(n_hidden) % 10] = a
+    W1 = np.zeros((n_hidden, n))
+    W1[np.arange(n_hidden), np.arange(n_hidden) % n] = a
     W2 = rng.standard_normal((2, n_hidden))
     v = W2[0] - W2[1]
     exact = 0.0
-    for i in range(10):
-        ks = np.flatnonzero(np.arange(n_hidden) % 10 == i)
+    for i in range(n):
+        ks = np.flatnonzero(np.arange(n_hidden) % n == i)
         cuts = np.concatenate([[-1.0, 1.0], -b[ks] / a[ks]]) if ks.size else np.array([-1.0, 1.0])
         cuts = np.unique(cuts)
         mids = 0.5 * (cuts[:-1] + cuts[1:])
@@ -134,4 +123,17 @@ def test_region_stage_before_the_milp_only_with_few_unstable_relus(n_hidden, fir
     assert auto.unstable == n_hidden and (n_hidden > AUTO_REGIONS_BEFORE_MILP) == (first == "milp")
     assert len(calls) == (first == "regions")
     assert auto.method == first and auto.status == "optimal", auto.notes
+    assert _contains(auto, exact) and auto.upper <= exact * (1 + 1e-6)
+
+
+def test_image_sized_boxes_go_to_the_branch_and_bound():
+    """More than AUTO_MILP_INPUTS free inputs: auto leaves the MILP out even with few unstable
+    ReLUs (above the region stage's limit), the tree closes the separable net at its closed form."""
+    from certify.lipschitz.options import AUTO_MILP_INPUTS, AUTO_MILP_UNSTABLE, AUTO_REGIONS_BEFORE_MILP
+
+    n = AUTO_MILP_INPUTS + 20
+    net, exact = _separable_net(24, 3, n)
+    auto = certify.local_lipschitz(net, np.zeros(n), 1.0, margin=(0, 1), time_limit=60)
+    assert AUTO_REGIONS_BEFORE_MILP < auto.unstable == 24 <= AUTO_MILP_UNSTABLE
+    assert auto.method == "bab" and auto.status == "optimal", auto.notes
     assert _contains(auto, exact) and auto.upper <= exact * (1 + 1e-6)

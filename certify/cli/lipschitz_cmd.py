@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--l2-method", default="auto", choices=O.L2_METHODS,
                    help="l2 norms: exact Gurobi MIQP when possible (auto), only MIQP, or the norm-interpolation bound")
     p.add_argument("--method", default="auto", choices=O.METHODS,
-                   help=f"auto (bab up to {O.AUTO_BAB_INPUTS} free inputs, else MILP up to {O.AUTO_MILP_UNSTABLE} unstable ReLUs, else bab), milp, bab (Jacobian branch-and-bound), bounds (fast bound only)")
+                   help=f"auto (bab up to {O.AUTO_BAB_INPUTS} free inputs, else MILP up to {O.AUTO_MILP_UNSTABLE} unstable ReLUs and {O.AUTO_MILP_INPUTS} free inputs, else bab), milp, bab (Jacobian branch-and-bound), bounds (fast bound only)")
     p.add_argument("--race", default="auto", choices=O.RACE_CHOICES,
                    help="method auto: race the MILP (a second process) against the region search and the "
                         "branch-and-bound, first to close wins (auto: with fork and 2+ cores; on; off: the rule alone)")

@@ -48,8 +48,8 @@ from .node_bound import clarke_node_bound
 from .anytime import bab_certificate, fast_upper
 from .bab import INPUT_SPLIT_DIM
 from .exact_regions import region_stage
-from .options import (AUTO_BAB_INPUTS, AUTO_MILP_UNSTABLE, AUTO_REGIONS_BEFORE_BAB, AUTO_REGIONS_BEFORE_MILP,
-                      DEFAULT_MIP_GAP, LocalOptions, NormQuestion)
+from .options import (AUTO_BAB_INPUTS, AUTO_MILP_INPUTS, AUTO_MILP_UNSTABLE, AUTO_REGIONS_BEFORE_BAB,
+                      AUTO_REGIONS_BEFORE_MILP, DEFAULT_MIP_GAP, LP_CUTS, LocalOptions, NormQuestion)
 from .witness import WitnessSearch, closed, walk_regions
 
 
@@ -79,9 +79,10 @@ def local_lipschitz(
       call), `mip_gap` (relative, default 1e-6), `bounds` (interval, symbolic, lp),
       `formulation` (forward J w, or backward J^T c as in LipMIP), `l2_method` (auto, miqp,
       equivalence), `pass_bounds` (interval, lp), `threads`, `warm_start`, `verbose`, `method`
-      (auto: the MILP when at most 60 ReLUs are unstable, else the Jacobian branch-and-bound;
-      milp; bab; bounds: the Jacobian bound alone; where the rule can guess wrong, auto races the
-      MILP in a forked process against the region stage and the tree: `certify.lipschitz.race`),
+      (auto: the MILP when at most 60 ReLUs are unstable and at most 100 inputs free, else the
+      Jacobian branch-and-bound; milp; bab; bounds: the Jacobian bound alone; where the rule can
+      guess wrong, auto races the MILP in a forked process against the region stage and the tree:
+      `certify.lipschitz.race`),
       `race` (auto: with fork and two cores; on; off), `milp_finish` (bab: close nodes with at most
       six unstable ReLUs, or eight on nodes about to be branched, by the exact MILP; off by
       default, the tree closes such nodes about as fast).
@@ -100,9 +101,11 @@ def local_lipschitz(
     with interruptible(), single_threaded_blas():  # small products: BLAS threads only wait for each other
         # a branch-and-bound over input splits re-bounds every sub-box: a long LP pass on the whole
         # box pays less there
-        splits = (opts.method == "bab" and int(np.sum(box.free)) <= INPUT_SPLIT_DIM) or _auto_bab(opts, box, question)
+        free = int(np.sum(box.free))
+        splits = (opts.method == "bab" and free <= INPUT_SPLIT_DIM) or _auto_bab(opts, box, question)
         nb = network_bounds(net, np.array(box.lo), np.array(box.hi), opts.bounds,  # type: ignore[arg-type]
-                            lp_deadline=budget.stage(0.05 if splits else 0.25))
+                            lp_deadline=budget.stage(0.05 if splits else 0.25),
+                            lp_cuts=LP_CUTS if free > AUTO_BAB_INPUTS else 0)
         search = WitnessSearch(net, box, question, budget)
         search.sample()
         fast = fast_upper(net, nb, question, budget.deadline)
@@ -263,14 +266,15 @@ def _method(opts: LocalOptions, nb, box: Box, question: NormQuestion) -> str:
     """auto: the Jacobian branch-and-bound when it splits inputs (few free inputs: its sub-box
     bounds close the tree faster than the MILP and its proof, see `options.AUTO_MILP_UNSTABLE`;
     l1 and linf norms: l2 keeps its exact MIQP), else the MILP up to AUTO_MILP_UNSTABLE unstable
-    ReLUs."""
+    ReLUs and AUTO_MILP_INPUTS free inputs."""
     if opts.method != "auto":
         return opts.method
     if opts.backend != "auto":  # a MILP back-end asked for by name: the MILP it is
         return "milp"
     if _auto_bab(opts, box, question):
         return "bab"
-    return "milp" if nb.num_unstable <= AUTO_MILP_UNSTABLE else "bab"
+    few_inputs = int(np.sum(box.free)) <= AUTO_MILP_INPUTS
+    return "milp" if nb.num_unstable <= AUTO_MILP_UNSTABLE and few_inputs else "bab"
 
 
 def _regions_first(net: Network, nb, splits: bool, question: NormQuestion) -> bool:
