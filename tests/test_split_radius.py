@@ -145,3 +145,28 @@ def test_cli_prints_the_bisection(cli, onnx_nets, always_bisect):
     d = cli("radius", path, "--point", point, "--time-limit", "20", "--json").json()
     assert d["method"] == "relu-split" and d["lower"] <= oracle + 1e-12 <= d["upper"] + 2e-12
     assert all(p["result"] in ("sat", "unsat", "timeout", "unknown") for p in d["solver"]["bisection"]["probes"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(0.0, 1.0), st.lists(st.floats(1.001, 4.0), max_size=4), st.floats(1.0, 5.0), st.integers(0, 3))
+def test_probes_name_their_front(lower, factors, spread, turn):
+    """A lower-front probe lies between the proven bound and the smallest undecided probe (root LPs
+    on: it is meant to prove); an upper-front one inside a gap between undecided probes and the best
+    counterexample (root LPs off: it looks for a closer counterexample)."""
+    from certify.robustness.split_radius import _next_probe
+
+    base = lower + 0.01
+    undecided = sorted({base * f for f in factors})
+    best = (undecided[-1] if undecided else base) * spread + 1e-3
+    probe = _next_probe(lower, undecided, best, first=False, turn=turn)
+    if probe is None:
+        return
+    r, front = probe
+    cap = min(undecided + [best])
+    points = undecided + [best]
+    if front == "lower":
+        assert lower < r < cap
+    else:
+        assert front == "upper"
+        assert any(a < r < b for a, b in zip(points, points[1:]))
+    assert _next_probe(lower, undecided, best, first=True, turn=turn) == (best, "first")

@@ -122,15 +122,19 @@ def bisect_radius(q: FlipQuestion, replay: FlipReplay, lower: float, search: flo
             break
         if not math.isfinite(best):
             break
-        r = _next_probe(out.lower, undecided, best, first=not math.isfinite(upper()) and not undecided, turn=turn)
-        if r is None:
+        probe = _next_probe(out.lower, undecided, best, first=not math.isfinite(upper()) and not undecided, turn=turn)
+        if probe is None:
             break
+        r, front = probe
         turn += 1
         seconds = PROBE_UNLIMITED if rem is None else min(rem, max(PROBE_MIN, PROBE_SHARE * rem))
         if rem is not None and rem - seconds < PROBE_MIN:  # (too little would be left for another probe)
             seconds = rem
         t = time.perf_counter()
-        res = verify(q.net, flip_spec(q, r), timeout=seconds, reference=q.classifier.reference, seed=seed)
+        # the upper front's probes look for counterexamples: the root's LPs, up to half the probe,
+        # would only delay their search
+        res = verify(q.net, flip_spec(q, r), timeout=seconds, reference=q.classifier.reference, seed=seed,
+                     root_lp=front != "upper")
         out.probes.append(Probe(float(r), res.result, time.perf_counter() - t, int(res.nodes or 0)))
         if res.result == "unsat":
             out.lower = float(r)
@@ -150,9 +154,11 @@ def bisect_radius(q: FlipQuestion, replay: FlipReplay, lower: float, search: flo
     return out
 
 
-def _next_probe(lower: float, undecided: list[float], best: float, *, first: bool, turn: int) -> float | None:
-    """The next radius to probe (None: the bisection is done). `best`: the best counterexample's
-    distance (or the search radius); `undecided`: the probes left undecided, between both.
+def _next_probe(lower: float, undecided: list[float], best: float, *, first: bool,
+                turn: int) -> tuple[float, str] | None:
+    """The next radius to probe and its front ("first", "lower" or "upper"; None: the bisection is
+    done). `best`: the best counterexample's distance (or the search radius); `undecided`: the
+    probes left undecided, between both.
 
     The lower front: the geometric midpoint of the proven bound and the smallest undecided probe
     (radii are scale-free, and the probes just above the radius, where a counterexample is hard to
@@ -160,7 +166,7 @@ def _next_probe(lower: float, undecided: list[float], best: float, *, first: boo
     the geometric midpoint of the widest gap (by ratio) between the undecided probes and `best`,
     where a probe's attack may find a closer counterexample."""
     if first:
-        return best
+        return best, "first"
     cap = min([best] + undecided)
     lower_open = cap - lower > BISECT_GAP * cap
     points = sorted(undecided) + [best]
@@ -168,9 +174,10 @@ def _next_probe(lower: float, undecided: list[float], best: float, *, first: boo
     widest = max(gaps, default=(1.0, best, best))
     upper_open = widest[0] > 1 + BISECT_GAP
     if lower_open and (not upper_open or cap - lower > LOWER_FIRST * cap or turn % 2 == 0):
-        return math.sqrt(lower * cap) if lower > 0 else 0.5 * cap
+        # (the product of the roots: lower * cap can underflow to 0 for a subnormal lower bound)
+        return (math.sqrt(lower) * math.sqrt(cap) if lower > 0 else 0.5 * cap), "lower"
     if upper_open:
-        return math.sqrt(widest[1] * widest[2])
+        return math.sqrt(widest[1]) * math.sqrt(widest[2]), "upper"
     return None
 
 

@@ -59,6 +59,7 @@ def verify(
     attack_seconds: float | None = None,
     max_split_dims: int = 16,
     batch_size: int = 32,
+    root_lp: bool = True,
 ) -> VerificationResult:
     """Decide a VNNLIB property: `sat` (counterexample), `unsat` (proof), `timeout` or `unknown`.
 
@@ -69,13 +70,17 @@ def verify(
     - `bounder`: the node bounding function of the search (default `BatchedSymbolicBounds(net)`);
     - `attack_seconds`: budget of the initial attack (default 5% of the timeout, 0.2..3 s);
     - `max_split_dims`: regions with more free input dimensions are searched by ReLU splitting
-      (`relu_split.ReluSplitSearch`, beta-CROWN node bounds) unless a `bounder` is given.
+      (`relu_split.ReluSplitSearch`, beta-CROWN node bounds) unless a `bounder` is given;
+    - `root_lp`: that search's open root bounds its unstable neurons by LPs with ideal cuts first
+      (up to half the time left; off for runs that mostly look for counterexamples).
     """
     with single_threaded_blas():  # small matrix products: OpenBLAS threads only wait for each other
-        return _verify(model, spec, timeout, reference, seed, bounder, attack_seconds, max_split_dims, batch_size)
+        return _verify(model, spec, timeout, reference, seed, bounder, attack_seconds, max_split_dims, batch_size,
+                       root_lp)
 
 
-def _verify(model, spec, timeout, reference, seed, bounder, attack_seconds, max_split_dims, batch_size) -> VerificationResult:
+def _verify(model, spec, timeout, reference, seed, bounder, attack_seconds, max_split_dims, batch_size,
+            root_lp) -> VerificationResult:
     t0 = time.perf_counter()
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0:
         raise BadInput(f"timeout must be a positive number of seconds, got {timeout!r}")
@@ -113,7 +118,7 @@ def _verify(model, spec, timeout, reference, seed, bounder, attack_seconds, max_
                                               notes=notes, details=details, **common), net)
 
     if bounder is None and not splits:  # too many inputs to split: split ReLUs (beta-CROWN)
-        search: InputSplitSearch | ReluSplitSearch = ReluSplitSearch(falsifier, net, bound_grace=BOUND_GRACE)
+        search: InputSplitSearch | ReluSplitSearch = ReluSplitSearch(falsifier, net, bound_grace=BOUND_GRACE, root_lp=root_lp)
         bounder_name = "beta-crown-relu-split"
     else:
         # (a batch of node bounds in flight at the deadline may finish within BOUND_GRACE: a cheap root,
