@@ -25,16 +25,17 @@ AUTO_MILP_UNSTABLE = 60
 AUTO_BAB_INPUTS = 8  # (the branch-and-bound splits inputs up to bab.INPUT_SPLIT_DIM, the same 8)
 # ... and the MILP only up to this many free inputs: with an image's inputs the MILP and its proof
 # do not move in a minute where the tree does (VNN-COMP mnist 784-256x4-10, radius 0.02, 60
-# unstable ReLUs, 60 s: MILP 11.81, its root bound; tree 10.36), while the digits MLPs' 64 inputs
+# unstable ReLUs, 60 s: MILP 11.81, its root bound; tree 10.29-10.36), while the digits MLPs' 64 inputs
 # close by the MILP in 3-7 s (`certify bench lipschitz`); nothing was measured in between
 AUTO_MILP_INPUTS = 100
 # the box's pre-activation LPs (bounds "lp") take this many rounds of ideal ReLU cuts per LP
 # (`solvers.bounds.lp.lp_tighten_layer`) on boxes with more than AUTO_BAB_INPUTS free inputs, where
 # no tree splits inputs and every node inherits the root's bounds. Measured, linf -> l1, 60 s, same
 # load: mnist 784-256x4-10 at radius 0.02 60 instead of 71 unstable ReLUs (2.1 s instead of 0.6 s),
-# interval ratio 4.15 -> 3.37; 784-256x6-10 9.72 -> 6.78; the digits MLPs the same times (within
+# interval ratio 4.14 -> 3.35; 784-256x6-10 9.72 -> 6.75; the digits MLPs the same times (within
 # 0.4 s); LipMIP's 10-10-10-10-10-2 24 instead of 28, the same proof (3217 vs 3489 nodes, 25.9 vs
-# 24.7 s); its 2-input nets are left out (2-20-20-20-2: 22 instead of 27, 2.4x the proof's nodes)
+# 24.7 s); its 2-input nets are left out (2-20-20-20-2: 22 instead of 27, but 1099 proof nodes
+# instead of 465 in one run)
 LP_CUTS = 2
 # auto runs the region stage first (certify.lipschitz.exact_regions) before the MILP, and before the
 # branch-and-bound only up to this many unstable untied ReLUs. Measured with the pattern
