@@ -90,9 +90,10 @@ class _Solution:
     ineqlin: SimpleNamespace
 
 
-def _solve(lp: RegionLp) -> _Solution:
+def _solve(lp: RegionLp, deadline: float | None = None) -> _Solution:
     """max t over the region LP, with HiGHS called directly (importing scipy.optimize for its
-    `linprog` costs about half a second of a small question's start-up)."""
+    `linprog` costs about half a second of a small question's start-up). `deadline`: HiGHS stops
+    there, but not before LP_GRACE seconds (then no solution: status 2)."""
     import highspy as hp
 
     from .lp.highs import new_highs
@@ -112,6 +113,8 @@ def _solve(lp: RegionLp) -> _Solution:
     starts = np.searchsorted(rows, np.arange(m)).astype(np.int32)
     h.addRows(m, np.full(m, -inf), np.asarray(lp.b_ub, dtype=np.float64), rows.size, starts, cols.astype(np.int32),
               A[rows, cols])
+    if deadline is not None:  # (set here: filling in a large region's rows takes time too)
+        h.setOptionValue("time_limit", max(deadline - time.perf_counter(), LP_GRACE))
     h.run()
     if h.getModelStatus() != hp.HighsModelStatus.kOptimal:
         return _Solution(2, None, SimpleNamespace(marginals=None))
@@ -120,20 +123,31 @@ def _solve(lp: RegionLp) -> _Solution:
                      SimpleNamespace(marginals=np.asarray(sol.row_dual, dtype=np.float64)))
 
 
+def _past(deadline: float | None) -> bool:
+    """Past `deadline`: a region LP is not even built (on a 3072-input net building one took
+    about 2 s; an LP begun before the deadline gets LP_GRACE at least)."""
+    return deadline is not None and time.perf_counter() > deadline
+
+
 def interior_point(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi: np.ndarray,
-                   mask=None) -> np.ndarray | None:
-    """The deepest point of the pattern's region in the box, or None if it looks flat. A partial
-    pattern (the layers given, and in each only the neurons where `mask` is True) constrains only
-    its decided neurons."""
+                   mask=None, deadline: float | None = None) -> np.ndarray | None:
+    """The deepest point of the pattern's region in the box, or None if it looks flat (or, with a
+    `deadline`, when called past it or when its LP ran out of time). A partial pattern (the layers
+    given, and in each only the neurons where `mask` is True) constrains only its decided neurons."""
+    if _past(deadline):
+        return None
     lp = _region_lp(net, pattern, lo, hi, mask)
     if lp.empty:
         return None
-    res = _solve(lp)
+    res = _solve(lp, deadline)
     if res.status != 0 or res.x[-1] <= 1e-9:
         return None
     return np.clip(lo + (hi - lo) * res.x[: lp.n], lo, hi)
 
 
+# seconds a region LP with a deadline gets even at or past it (small regions' LPs take milliseconds;
+# one region of a 3072-input CIFAR net took 19 s, 20 s past a Lipschitz question's time limit)
+LP_GRACE = 0.2
 # exact (rational) verification is attempted up to this many multiply-adds
 EXACT_WORK_LIMIT = 2_000_000
 EXACT_SECONDS_PER_OP = 1e-5  # measured: ~7.5 us per rational multiply-add of float64 weights
@@ -147,24 +161,29 @@ def has_no_interior(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi:
     first checked in float64 with a rounding allowance (`_empty_by_float_farkas`: the closed region
     is empty, microseconds); otherwise, or if that fails, in exact rational arithmetic on the
     exact region data (the network weights are rationals): the float LP only suggests which
-    constraints carry the certificate. Any doubt, too much work, `exact=False`, or an exact check
-    estimated to run past `deadline` (a `time.perf_counter()` value) returns False. A partial
-    pattern (`mask`, as in `interior_point`) is proven for every completion of it.
+    constraints carry the certificate. Any doubt, too much work, `exact=False`, a call or an LP
+    past `deadline` (a `time.perf_counter()` value; an LP begun before it gets LP_GRACE at least)
+    or an exact check estimated to run past it returns False. A partial pattern (`mask`, as in
+    `interior_point`) is proven for every completion of it.
     """
+    if _past(deadline):
+        return False
     lp = _region_lp(net, pattern, lo, hi, mask)
     if lp.empty:
         return exact and _exact_constant_violation(net, pattern, lo, hi, mask)
-    return _proven_flat(net, pattern, lo, hi, lp, _solve(lp), deadline, exact, mask)
+    return _proven_flat(net, pattern, lo, hi, lp, _solve(lp, deadline), deadline, exact, mask)
 
 
 def classify_region(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi: np.ndarray,
                     deadline: float | None = None, mask=None) -> tuple[np.ndarray | None, bool]:
     """(`interior_point`, `has_no_interior`) of one (partial) pattern from a single LP solve: a
     point when the LP finds depth, else whether the region provably has no interior."""
+    if _past(deadline):
+        return None, False
     lp = _region_lp(net, pattern, lo, hi, mask)
     if lp.empty:
         return None, _exact_constant_violation(net, pattern, lo, hi, mask)
-    res = _solve(lp)
+    res = _solve(lp, deadline)
     # any positive depth counts here (`interior_point` wants 1e-9 for a replayable point): a region
     # 1e-12 deep is a region all the same, and no certificate could prove it flat
     if res.status == 0 and res.x[-1] > 1e-15:

@@ -226,10 +226,10 @@ class LipschitzBab:
         box where they hold. A point inside that region is replayed (its norm is the node's exact
         value), or the region is proven to have no interior in the box (the node is dropped)."""
         pattern = [(ph == ACTIVE).astype(np.float64) for ph in nb.phases()]
-        inside = interior_point(self.net, pattern, node.lo, node.hi)
+        inside = interior_point(self.net, pattern, node.lo, node.hi, deadline=self._deadline())
         if inside is not None:
             lower = max(lower, self._replay(inside))
-        elif has_no_interior(self.net, pattern, node.lo, node.hi, exact=False):  # the float proof (fast)
+        elif has_no_interior(self.net, pattern, node.lo, node.hi, deadline=self._deadline(), exact=False):  # the float proof (fast)
             return NodeBound(-math.inf, leaf=True)
         elif self.split_inputs and self._splittable(node) and node.hollow < HOLLOW_SPLITS:
             # no interior point found: split the box (the children's sound bounds under the fixed
@@ -252,7 +252,7 @@ class LipschitzBab:
             pattern = [s[k] for s in patterns]
             value = clarke_norm_bound(self.weights, pattern, pattern, self.q.p, self.q.q, self.q.target)
             if value > self.search.lower * (1 + 1e-9):
-                inside = interior_point(self.net, pattern, node.lo, node.hi)
+                inside = interior_point(self.net, pattern, node.lo, node.hi, deadline=self._deadline())
                 if inside is not None:
                     lower = max(lower, self._replay(inside))
                     open_left |= lower < value * (1 - 1e-9)  # replay failed: not attained

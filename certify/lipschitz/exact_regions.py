@@ -89,7 +89,7 @@ def region_stage(net, box, question: NormQuestion, opts: LocalOptions, nb: Bound
         if kind == "empty":
             return True
         # no witness at all: the LP's depth may be within its tolerance; a Farkas proof settles it
-        return has_no_interior(net, pattern, lo, hi, deadline=deadline)
+        return has_no_interior(net, pattern, lo, hi, deadline=deadline + 0.5 * seconds)
 
     res = region_bab(net, lo, hi, nb.phases(), ties, bound, settle, lambda b: closed(search.lower, b, gap),
                      deadline=deadline, max_lps=REGION_LPS)

@@ -74,7 +74,10 @@ class WitnessSearch:
     def why_short(self, milp: LipschitzMilp, v: np.ndarray, replayed: float) -> str:
         """Why a solver solution replayed below its objective: a tie pattern, or the solver's value."""
         lo, hi = np.array(self.box.lo), np.array(self.box.hi)
-        if interior_point(self.net, milp.pattern(v), lo, hi) is None:
+        inside = interior_point(self.net, milp.pattern(v), lo, hi, deadline=self.budget.deadline)
+        if inside is None and self.budget.expired():  # (its LP may have been cut short)
+            return f"points near it replay to {replayed:.9g}; its region was not examined: the time limit had passed"
+        if inside is None:
             return ("its activation pattern has no interior point in the box (a tie of ReLU phases that the MILP "
                     f"relaxes); points near it replay to {replayed:.9g}")
         return (f"the exact Jacobian inside its activation pattern's region gives {replayed:.9g}: the solver's "
@@ -85,7 +88,7 @@ class WitnessSearch:
         Chebyshev centre of the pattern's region, else (a tie pattern) the solver's point and
         small random perturbations of it."""
         lo, hi = np.array(self.box.lo), np.array(self.box.hi)
-        x0 = interior_point(self.net, milp.pattern(v), lo, hi)
+        x0 = interior_point(self.net, milp.pattern(v), lo, hi, deadline=self.budget.deadline)
         if x0 is not None:
             pt = differentiable_point(self.net, x0, self.blocks)
             if pt is not None:
@@ -150,7 +153,9 @@ class WitnessSearch:
             # the optimum has no replayable witness: cut its pattern if its region has no interior
             lo, hi = np.array(self.box.lo), np.array(self.box.hi)
             pattern = milp.pattern(res.x)
-            if interior_point(self.net, pattern, lo, hi) is not None or not has_no_interior(self.net, pattern, lo, hi):
+            deadline = self.budget.deadline
+            if (interior_point(self.net, pattern, lo, hi, deadline=deadline) is not None
+                    or not has_no_interior(self.net, pattern, lo, hi, deadline=deadline)):
                 return None
             holder[0] = milp.without_pattern(res.x)
             self.cuts += 1
