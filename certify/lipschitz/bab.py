@@ -229,7 +229,8 @@ class LipschitzBab:
         inside = interior_point(self.net, pattern, node.lo, node.hi, deadline=self._deadline())
         if inside is not None:
             lower = max(lower, self._replay(inside))
-        elif has_no_interior(self.net, pattern, node.lo, node.hi, deadline=self._deadline(), exact=False):  # the float proof (fast)
+        elif has_no_interior(self.net, pattern, node.lo, node.hi, deadline=self._deadline(), exact=False):
+            # (the float proof: fast)
             return NodeBound(-math.inf, leaf=True)
         elif self.split_inputs and self._splittable(node) and node.hollow < HOLLOW_SPLITS:
             # no interior point found: split the box (the children's sound bounds under the fixed
