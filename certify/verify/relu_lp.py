@@ -19,8 +19,7 @@ import numpy as np
 from models.ir import Affine
 from solvers.bounds.sparse import csr_t
 from solvers.lp import Expr, MilpBuilder, SafeLp, encode_relu_network
-from solvers.lp.relu_cuts import neuron_cuts
-from solvers.runtime import past, time_left
+from solvers.lp.relu_cuts import solve_with_cuts
 
 from .spec import LinearRows
 
@@ -60,23 +59,15 @@ def clause_lp_bound(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo
     lp = SafeLp(model)  # (integrality relaxed: the big-M encoding's LP is the triangle's)
     vmax = np.maximum(np.abs(model.col_lo), np.abs(model.col_hi))
     best, x = np.inf, None
-    for r in range(cut_rounds + 1):
-        if deadline is not None:  # (HiGHS stops there: the bound is then the box's, still sound)
-            lp.set_time_limit(max(time_left(deadline), 1e-3))
-        out = lp.maximize(model.obj, model.obj_offset)
+    for r, out in solve_with_cuts(lp, enc, blocks, lo, hi, pre_lo, pre_hi, vmax, model.obj, model.obj_offset,
+                                  cut_rounds, deadline):
         if out.infeasible:
             return -T_BOUND, None
         last, best = best, min(best, float(np.nextafter(out.bound + model.obj_err, np.inf)))
         if out.x is not None:
             x = np.clip(out.x[enc.x], lo, hi)
-        if r == cut_rounds or out.x is None or best < 0 or past(deadline):
-            break
-        if r >= 2 and best > (last - best) * (cut_rounds - r):
-            break  # (at the last round's pace the rounds left would not reach 0: the cuts have stalled)
-        cuts = neuron_cuts(enc, blocks, lo, hi, pre_lo, pre_hi, out.x, vmax)
-        if cuts is None:
-            break
-        lp.add_rows(cuts[0], np.full(cuts[1].size, -np.inf), cuts[1])
+        if best < 0 or (r >= 2 and best > (last - best) * (cut_rounds - r)):
+            break  # (below 0; or at the last round's pace the rounds left would not reach 0: stalled)
     return best, x
 
 

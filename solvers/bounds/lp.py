@@ -21,9 +21,9 @@ import numpy as np
 from models.ir import Affine
 
 from ..lp import MilpBuilder, SafeLp, encode_relu_network
-from ..lp.relu_cuts import neuron_cuts
+from ..lp.relu_cuts import solve_with_cuts
 from ..phases import UNSTABLE, phases
-from ..runtime import past, time_left
+from ..runtime import past
 
 PROBE = 8  # neurons of a layer whose gain decides whether its LPs go on (`min_gain`)
 
@@ -68,17 +68,9 @@ def lp_tighten_layer(
 
     def bound(c: np.ndarray, const: float) -> float:
         """max c v + const over the LP, tightened by rounds of cuts (each round's bound is sound)."""
-        best, added = np.inf, []
-        for r in range(cut_rounds + 1):
-            lp.set_time_limit(time_left(deadline))
-            out = lp.maximize(c, const)
-            best = min(best, out.bound)
-            if r == cut_rounds or out.x is None or past(deadline):
-                break
-            cuts = neuron_cuts(enc, blocks, lo, hi, pre_lo, pre_hi, out.x, vmax)
-            if cuts is None:
-                break
-            added.append(lp.add_rows(cuts[0], np.full(cuts[1].size, -np.inf), cuts[1]))
+        added: list = []
+        best = min((out.bound for _, out in solve_with_cuts(lp, enc, blocks, lo, hi, pre_lo, pre_hi, vmax, c, const,
+                                                           cut_rounds, deadline, added)), default=np.inf)
         if added:
             lp.delete_rows(np.concatenate(added))
         return best
@@ -94,4 +86,3 @@ def lp_tighten_layer(
         if len(gains) < PROBE:
             gains.append(float(l_j[i] >= 0 or u_j[i] <= 0))
     return l_j, u_j, lp.solves
-

@@ -26,12 +26,15 @@ only description: a weak cut costs tightness, not soundness).
 
 from __future__ import annotations
 
+from typing import Iterator
+
 import numpy as np
 import scipy.sparse as sp
 
 from models.ir import Affine
 
 from ..rounding import gamma
+from ..runtime import past, time_left
 from .expr import Expr
 from .relu import ForwardEncoding
 
@@ -90,4 +93,28 @@ def neuron_cuts(enc: ForwardEncoding, blocks: list[Affine], lo: np.ndarray, hi: 
     return sp.vstack(rows, format="csr"), np.concatenate(rhs)
 
 
-__all__ = ["CUTS_PER_LAYER", "neuron_cuts"]
+def solve_with_cuts(lp, enc: ForwardEncoding, blocks: list[Affine], lo: np.ndarray, hi: np.ndarray,
+                    pre_lo: list[np.ndarray], pre_hi: list[np.ndarray], vmax: np.ndarray, c: np.ndarray,
+                    const: float, rounds: int, deadline: float | None = None,
+                    added: list | None = None) -> Iterator[tuple[int, object]]:
+    """max c v + const over the `SafeLp` lp (the relaxation of the big-M encoding `enc`) solved up to
+    rounds + 1 times, the ideal cuts violated at each optimum (`neuron_cuts`) added before the
+    next: yields (round, the solve's outcome) after each solve; the caller stops the rounds by
+    leaving the loop. They also end at the last round, when a solve has no point, when no cut is
+    violated, or at `deadline` (each solve is stopped there: its bound is still sound). The cut
+    rows stay in the LP; their indices are appended to `added` (to delete them afterwards)."""
+    for r in range(rounds + 1):
+        lp.set_time_limit(time_left(deadline))
+        out = lp.maximize(c, const)
+        yield r, out
+        if r == rounds or out.x is None or past(deadline):
+            return
+        cuts = neuron_cuts(enc, blocks, lo, hi, pre_lo, pre_hi, out.x, vmax)
+        if cuts is None:
+            return
+        rows = lp.add_rows(cuts[0], np.full(cuts[1].size, -np.inf), cuts[1])
+        if added is not None:
+            added.append(rows)
+
+
+__all__ = ["CUTS_PER_LAYER", "neuron_cuts", "solve_with_cuts"]
