@@ -32,6 +32,7 @@ from models.ir import Network
 from solvers.bab import BabProgress, NodeBound, branch_and_bound
 from solvers.bounds import BoundOptions, bound_boxes, network_bounds
 from solvers.bounds.jacobian import clarke_norm_bound, clarke_norm_bound_batch
+from solvers.bounds.lp import lp_tighten_layer
 from solvers.bounds.jacobian_interval import phase_slopes, slope_patterns
 from solvers.bounds.types import Bounds, relu_blocks
 from solvers.phases import ACTIVE, INACTIVE, UNSTABLE
@@ -71,6 +72,11 @@ COMPLETE_UNSTABLE = 4    # nodes with at most this many unstable neurons are bou
 PSEUDO_RELIABLE = 2      # input splits seen per input before its pseudo-cost counts (`_input`)
 STRONG_INPUTS = True     # an input split that did not lower the bound is followed by a strong one
                          # (every input tried, `branch_many`) before phases are split
+COUPLE_MIN_GAIN = 0.2    # phase splits without input splits: the layers below a node's newest split are
+                         # re-bounded by LPs with its phases as rows (`_couple`); a layer's LPs stop when
+                         # fewer than this share of its first 8 neurons became stable. On MNIST 256x4 at
+                         # radius 0.02 (60 s) the bound went 10.46 -> 9.80 (0.0 share: 9.89); the tree on
+                         # the digits 32-32 MLPs closes in 16-19 s instead of 57-60 s
 HOLLOW_SPLITS = 4        # input splits of a fully fixed node without an interior point before the
                          # exact proof that its pattern has no interior (a flat region stays flat)
 
@@ -86,6 +92,7 @@ class _Node:
     strong: bool = False   # made by a strong input split (`branch_many`)
     finished: bool = False  # the MILP finisher ran on it (cut short: its bound kept, then split)
     dim: int = -1          # the input whose split made it (-1: a phase split or the root)
+    layer: int = -1        # the ReLU layer of the phase split that made it (-1: none)
 
 
 @dataclass
@@ -185,6 +192,8 @@ class LipschitzBab:
                      for j, b in enumerate(self.blocks[:-1])]
         batch = bound_boxes(self.blocks, lo, hi, self.batched, parents=Bounds.stack([n.prior for n in nodes]),
                             fixed=fixed)
+        if not self.split_inputs:
+            self._couple(nodes, batch)
         empty, ph = batch.empty, batch.phases()
         unstable = sum((p == UNSTABLE).sum(axis=1) for p in ph)
         # linear Jacobian bounds on every box whose interval bound is above the lower bound (even
@@ -220,6 +229,29 @@ class LipschitzBab:
             # whose centre is replayed above only when promising; its bound is (nearly) exact
             result.append(NodeBound(float(upper[b]), float(lower[b]), leaf=bool(unstable[b] == 0), data=nb))
         return result
+
+    def _couple(self, nodes: list[_Node], batch: Bounds) -> None:
+        """The layers below each phase-split node's newest split re-bounded, in place, by LPs with
+        the node's phases as rows (`lp_tighten_layer(split=...)`), layer by layer (each LP relaxes
+        the layers above with their new bounds): a split then tightens the later layers through the
+        input, and a node whose phases cannot hold together on its box is found empty."""
+        K = len(self.blocks) - 1
+        for b, n in enumerate(nodes):
+            if n.layer < 0 or batch.empty[b] or self._expired():
+                continue
+            pre_lo = [p[b].copy() for p in batch.pre_lo]
+            pre_hi = [p[b].copy() for p in batch.pre_hi]
+            for j in range(n.layer + 1, K):
+                l, u, _ = lp_tighten_layer(self.blocks, pre_lo[: j + 1], pre_hi[: j + 1], j, n.lo, n.hi,
+                                           deadline=self._deadline(), min_gain=COUPLE_MIN_GAIN, split=list(n.fixed[:j]))
+                pre_lo[j] = np.where(n.fixed[j] > 0, np.maximum(l, 0.0), l)
+                pre_hi[j] = np.where(n.fixed[j] < 0, np.minimum(u, 0.0), u)
+                if np.any(pre_lo[j] > pre_hi[j]):
+                    batch.empty[b] = True
+                    break
+            else:
+                for j in range(K):
+                    batch.pre_lo[j][b], batch.pre_hi[j][b] = pre_lo[j], pre_hi[j]
 
     def _exact_leaf(self, node: _Node, nb: Bounds, upper: float, lower: float) -> NodeBound:
         """A node whose phases are all known, some of them fixed: one Jacobian on the part of the
@@ -275,7 +307,7 @@ class LipschitzBab:
         for sign in (1, -1):
             f = [a.copy() for a in fixed]
             f[j][i] = sign
-            children.append((_Node(node.lo, node.hi, tuple(f), bounds, nb.upper), None))
+            children.append((_Node(node.lo, node.hi, tuple(f), bounds, nb.upper, layer=j), None))
         return children
 
     def branch_many(self, items: list[tuple[_Node, NodeBound]], prune_level: float):

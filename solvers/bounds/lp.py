@@ -38,6 +38,7 @@ def lp_tighten_layer(
     deadline: float | None = None,
     cut_rounds: int = 0,
     min_gain: float = 0.0,
+    split: list[np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Tightened bounds of z_j (layers < j must already have their final bounds).
 
@@ -47,7 +48,11 @@ def lp_tighten_layer(
     when less than this share of them became stable (the LPs do not pay there: the closest to
     stable come first). Returns (lo_j, hi_j, number of LPs solved); stops early at
     `deadline` (perf_counter), at the command deadline or at Ctrl-C (`solvers.runtime.past`);
-    each LP is stopped there too (its bound is then still sound).
+    each LP is stopped there too (its bound is then still sound). `split` (per ReLU layer < j: +1
+    neuron assumed active, -1 inactive, 0 free; their bounds in `pre_lo`/`pre_hi` already clamped):
+    the phases enter the LP as rows z >= 0 / z <= 0, so the bounds hold where those phases hold and
+    a split tightens the later layers through the input (a proven infeasible LP gives crossing
+    bounds: no point of the box has those phases).
     """
     l_j, u_j = pre_lo[j].copy(), pre_hi[j].copy()
     unstable = np.flatnonzero(phases(l_j, u_j) == UNSTABLE)
@@ -58,6 +63,12 @@ def lp_tighten_layer(
     builder = MilpBuilder()
     enc = encode_relu_network(builder, blocks, lo, hi, pre_lo, pre_hi, relaxation="bigm" if cut_rounds else "triangle",
                               layers=j)
+    for t, s in enumerate((split or [])[:j]):
+        on, off = np.flatnonzero(s > 0), np.flatnonzero(s < 0)
+        if on.size:
+            builder.constrain(enc.pre[t][on], lo=0.0)
+        if off.size:
+            builder.constrain(enc.pre[t][off], hi=0.0)
     model = builder.build()
     lp = SafeLp(model)  # (integrality relaxed: the big-M encoding's LP is the triangle's)
     vmax = np.maximum(np.abs(model.col_lo), np.abs(model.col_hi))
