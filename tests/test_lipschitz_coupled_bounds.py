@@ -124,3 +124,43 @@ def test_tree_with_coupled_nodes_contains_the_exact_constant(monkeypatch):
     assert cert.lower <= exact * (1 + 1e-9) and exact <= cert.upper * (1 + 1e-9)
     assert cert.status == "optimal", cert.notes
     assert any(calls)
+
+
+def _ascent_share(monkeypatch, improves: bool, rounds: int = 60) -> float:
+    """The share of time `_search_more` gives a stub ascent (it sleeps through its slot, raising the
+    lower bound or not) while the tree works 10 ms between calls, on a 20-input box."""
+    import time
+
+    import certify.lipschitz.witness as witness
+    from certify.lipschitz.options import NormQuestion
+    from certify.lipschitz.witness import WitnessSearch
+    from models.box import Box
+    from solvers.runtime import Budget
+
+    def stub(search, until, seed=0, box=None):
+        time.sleep(max(until - time.perf_counter(), 0.0))
+        if improves:
+            search.lower += 1.0
+
+    monkeypatch.setattr(witness, "smooth_ascent", stub)
+    monkeypatch.setattr(bab, "ASCENT_SLOT", 0.01)
+    net = sequential(random_weights([20, 4, 2], 0))
+    box = Box.from_bounds(np.zeros(20), np.ones(20))
+    question = NormQuestion.of(net, "linf", "l1")
+    budget = Budget(60.0)
+    problem = bab.LipschitzBab(net, box, question, WitnessSearch(net, box, question, budget), budget=budget)
+    problem.started = time.perf_counter()
+    for _ in range(rounds):
+        time.sleep(0.01)
+        problem._search_more(box.lo, box.hi)
+    return problem.search_seconds / (time.perf_counter() - problem.started)
+
+
+def test_fruitless_ascents_back_off(monkeypatch):
+    """Slots that raise the lower bound keep ASCENT_SHARE of the time; slots that do not halve it,
+    down to ASCENT_SHARE / 2**ASCENT_BACKOFF (shares measured by the clock: loose margins)."""
+    full = _ascent_share(monkeypatch, improves=True)
+    least = bab.ASCENT_SHARE * 0.5**bab.ASCENT_BACKOFF
+    backed = _ascent_share(monkeypatch, improves=False)
+    assert 0.7 * bab.ASCENT_SHARE <= full <= 1.3 * bab.ASCENT_SHARE + 0.05
+    assert 0.5 * least <= backed <= 1.5 * least + 0.05 < full
