@@ -90,10 +90,12 @@ class _Solution:
     ineqlin: SimpleNamespace
 
 
-def _solve(lp: RegionLp, deadline: float | None = None) -> _Solution:
+def _solve(lp: RegionLp, deadline: float | None = None, box_rows: bool = True) -> _Solution:
     """max t over the region LP, with HiGHS called directly (importing scipy.optimize for its
     `linprog` costs about half a second of a small question's start-up). `deadline`: HiGHS stops
-    there, but not before LP_GRACE seconds (then no solution: status 2)."""
+    there, but not before LP_GRACE seconds (then no solution: status 2). Without `box_rows` the box
+    is the columns' bounds and t the depth from the region's own hyperplanes only (x may lie on a
+    face of the box): no dual certificate of emptiness then, but a point 10-40x faster at 784 inputs."""
     import highspy as hp
 
     from .lp.highs import new_highs
@@ -104,14 +106,19 @@ def _solve(lp: RegionLp, deadline: float | None = None) -> _Solution:
     cost = np.zeros(k)
     cost[-1] = -1.0
     # the box is in the rows (so that dual certificates see it); t < 0 when the region is empty
-    col_hi = np.full(k, inf)
+    col_lo, col_hi = np.full(k, -inf), np.full(k, inf)
     col_hi[-1] = 0.5
-    h.addVars(k, np.full(k, -inf), col_hi)
+    A, b = lp.A_ub, lp.b_ub
+    if not box_rows:
+        col_lo[: lp.n], col_hi[: lp.n] = 0.0, 1.0
+        A, b = A[: m - 2 * lp.n], b[: m - 2 * lp.n]
+        m = A.shape[0]
+    h.addVars(k, col_lo, col_hi)
     h.changeColsCost(k, np.arange(k, dtype=np.int32), cost)
-    A = np.asarray(lp.A_ub, dtype=np.float64)
+    A = np.asarray(A, dtype=np.float64)
     rows, cols = np.nonzero(A)
     starts = np.searchsorted(rows, np.arange(m)).astype(np.int32)
-    h.addRows(m, np.full(m, -inf), np.asarray(lp.b_ub, dtype=np.float64), rows.size, starts, cols.astype(np.int32),
+    h.addRows(m, np.full(m, -inf), np.asarray(b, dtype=np.float64), rows.size, starts, cols.astype(np.int32),
               A[rows, cols])
     if deadline is not None:  # (set here: filling in a large region's rows takes time too)
         h.setOptionValue("time_limit", max(deadline - time.perf_counter(), LP_GRACE))
@@ -130,16 +137,18 @@ def _past(deadline: float | None) -> bool:
 
 
 def interior_point(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi: np.ndarray,
-                   mask=None, deadline: float | None = None) -> np.ndarray | None:
+                   mask=None, deadline: float | None = None, box_depth: bool = True) -> np.ndarray | None:
     """The deepest point of the pattern's region in the box, or None if it looks flat (or, with a
     `deadline`, when called past it or when its LP ran out of time). A partial pattern (the layers
-    given, and in each only the neurons where `mask` is True) constrains only its decided neurons."""
+    given, and in each only the neurons where `mask` is True) constrains only its decided neurons.
+    Without `box_depth` the depth counts from the region's hyperplanes only (the point may lie on a
+    face of the box; faster on many inputs: `_solve`)."""
     if _past(deadline):
         return None
     lp = _region_lp(net, pattern, lo, hi, mask)
     if lp.empty:
         return None
-    res = _solve(lp, deadline)
+    res = _solve(lp, deadline, box_rows=box_depth)
     if res.status != 0 or res.x[-1] <= 1e-9:
         return None
     return np.clip(lo + (hi - lo) * res.x[: lp.n], lo, hi)

@@ -164,3 +164,43 @@ def test_fruitless_ascents_back_off(monkeypatch):
     backed = _ascent_share(monkeypatch, improves=False)
     assert 0.7 * bab.ASCENT_SHARE <= full <= 1.3 * bab.ASCENT_SHARE + 0.05
     assert 0.5 * least <= backed <= 1.5 * least + 0.05 < full
+
+
+def test_a_stalled_ascent_hands_its_slot_to_one_flip_walk_per_witness(monkeypatch):
+    import certify.lipschitz.witness as witness
+    from certify.lipschitz.options import NormQuestion
+    from certify.lipschitz.witness import WitnessSearch
+    from models.box import Box
+    from solvers.runtime import Budget
+
+    calls = {"ascent": 0, "flips": 0}
+
+    def ascent(search, until, seed=0, box=None):
+        calls["ascent"] += 1
+
+    def flips(search, free, until):
+        calls["flips"] += 1
+        assert sum(int(f.sum()) for f in free) == root.num_unstable
+        return False
+
+    monkeypatch.setattr(witness, "smooth_ascent", ascent)
+    monkeypatch.setattr(witness, "flip_search", flips)
+    net = sequential(random_weights([20, 6, 6, 2], 0))
+    box = Box.from_bounds(np.zeros(20), np.ones(20))
+    root = network_bounds(net, box.lo, box.hi, "symbolic")
+    question = NormQuestion.of(net, "linf", "l1")
+    budget = Budget(60.0)
+    search = WitnessSearch(net, box, question, budget)
+    problem = bab.LipschitzBab(net, box, question, search, root_bounds=root, budget=budget)
+    import time
+
+    def slot():  # (the tree works between slots: the stubs take no time, the share always allows one)
+        time.sleep(0.02)
+        problem._search_more(box.lo, box.hi)
+
+    for _ in range(4):
+        slot()
+    assert calls == {"ascent": 3, "flips": 1}  # the first slot's ascent found nothing: one walk, then ascents
+    search.lower += 1.0  # a new witness: one more walk from it
+    slot()
+    assert calls["flips"] == 2

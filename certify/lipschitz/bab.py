@@ -130,6 +130,9 @@ class LipschitzBab:
         self.rng = np.random.default_rng(0)
         self.started, self.search_seconds, self.search_calls = time.perf_counter(), 0.0, 0
         self.fruitless = 0  # `_search_more` slots in a row that did not raise the lower bound
+        # the neurons unstable on the box (flip walks, `flip_search`) and the lower bound of the last walk
+        self.flip_free = None if root_bounds is None else [ph == UNSTABLE for ph in root_bounds.phases()]
+        self.flipped = -math.inf
 
     # ------------------------------------------------------------------ engine hooks
     def root(self) -> _Node:
@@ -405,7 +408,7 @@ class LipschitzBab:
         less than SEARCH_SHARE of the tree's time (on high-dimensional boxes the smoothed ascent
         `smooth_ascent`, ASCENT_SHARE, slots of ASCENT_SLOT), run it again, in turns on the whole box
         and on the batch's node of largest bound (where the constant is most likely attained)."""
-        from .witness import dense_ascent, high_dimensional, smooth_ascent
+        from .witness import dense_ascent, flip_search, high_dimensional, smooth_ascent
 
         now = time.perf_counter()
         smooth = high_dimensional(self.box)
@@ -419,10 +422,15 @@ class LipschitzBab:
         if slot <= 0:
             return
         self.search_calls += 1
-        box = None if self.search_calls % 2 else (lo, hi)
-        run = smooth_ascent if smooth else dense_ascent
         before = self.search.lower
-        run(self.search, now + slot, seed=1000 + self.search_calls, box=box)
+        if smooth and self.fruitless and self.flip_free is not None and self.flipped < before:
+            # the ascent stalls: walk by single flips from the best witness (once per witness)
+            self.flipped = before
+            flip_search(self.search, self.flip_free, now + slot)
+        else:
+            box = None if self.search_calls % 2 else (lo, hi)
+            run = smooth_ascent if smooth else dense_ascent
+            run(self.search, now + slot, seed=1000 + self.search_calls, box=box)
         self.search_seconds += time.perf_counter() - now
         self.fruitless = 0 if self.search.lower > before else min(self.fruitless + 1, ASCENT_BACKOFF)
 

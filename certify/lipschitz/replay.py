@@ -263,13 +263,20 @@ def batch_jacobians(blocks, X: np.ndarray, dtype=np.float64) -> np.ndarray:
     `dtype` (float32 for ranking only); one matrix product per layer over the whole batch,
     multiplied out from the smaller side."""
     h, pattern = np.asarray(X, dtype=dtype), []
-    ws = [b.weight.astype(dtype, copy=False) for b in blocks]
-    for w, blk in zip(ws[:-1], blocks[:-1]):
-        z = h @ w.T + blk.bias.astype(dtype, copy=False)
+    for blk in blocks[:-1]:
+        z = h @ blk.weight.astype(dtype, copy=False).T + blk.bias.astype(dtype, copy=False)
         s = (z > 0).astype(dtype)
         pattern.append(s)
         h = s * z
-    B = X.shape[0]
+    return pattern_jacobians(blocks, pattern, dtype, batch=X.shape[0])
+
+
+def pattern_jacobians(blocks, pattern: list[np.ndarray], dtype=np.float64, batch: int | None = None) -> np.ndarray:
+    """The Jacobians (B, outputs, inputs) of a batch of activation patterns (per ReLU layer (B, n_j)
+    slopes; `batch` = B, needed only without ReLU layers), multiplied out from the smaller side."""
+    ws = [b.weight.astype(dtype, copy=False) for b in blocks]
+    pattern = [np.asarray(s, dtype=dtype) for s in pattern]
+    B = pattern[0].shape[0] if batch is None else batch
     if ws[-1].shape[0] <= ws[0].shape[1]:  # few outputs: rows of J from the output side
         J = np.broadcast_to(ws[-1], (B,) + ws[-1].shape)
         for w, s in zip(reversed(ws[:-1]), reversed(pattern)):
@@ -293,7 +300,14 @@ def norm_estimates(blocks, X: np.ndarray, input_norm: str, output_norm: str | No
 
 def _norm_estimates(blocks, X: np.ndarray, input_norm: str, output_norm: str | None, target: np.ndarray | None,
                     dtype) -> np.ndarray:
-    J = batch_jacobians(blocks, X, dtype)
+    return jacobian_norms(batch_jacobians(blocks, X, dtype), input_norm, output_norm, target)
+
+
+def jacobian_norms(J: np.ndarray, input_norm: str, output_norm: str | None, target: np.ndarray | None,
+                   exact_outputs: bool = False) -> np.ndarray:
+    """The ranking norms of `norm_estimates` for a batch of Jacobians J (B, outputs, inputs).
+    `exact_outputs`: linf -> l1 with at most EXACT_ENUMERATION outputs by their sign vectors
+    (max_s ||J^T s||_1, exact) rather than by the Frobenius norm when the inputs are many."""
     if target is not None:
         g = np.abs(np.einsum("m,bmn->bn", np.asarray(target, dtype=J.dtype), J))
         d = dual(input_norm)
@@ -305,6 +319,8 @@ def _norm_estimates(blocks, X: np.ndarray, input_norm: str, output_norm: str | N
     if q == "linf":
         return (np.abs(J).sum(axis=2) if p == "linf" else np.sqrt((J * J).sum(axis=2))).max(axis=1)
     n = J.shape[2]
+    if (p, q) == ("linf", "l1") and n > EXACT_ENUMERATION and exact_outputs and J.shape[1] <= EXACT_ENUMERATION:
+        return jacobian_norms(J.transpose(0, 2, 1), "linf", "l1", None)  # ||J||_{inf->1} = ||J^T||_{inf->1}
     if (p, q) == ("linf", "l1") and n <= EXACT_ENUMERATION:
         U = np.array(np.meshgrid(*([[1.0]] + [[-1.0, 1.0]] * (n - 1)), indexing="ij")).reshape(n, -1).astype(J.dtype)
         rows = max(1, int(4e6 // (J.shape[1] * U.shape[1])))  # at most ~4e6 products held at once
@@ -312,5 +328,5 @@ def _norm_estimates(blocks, X: np.ndarray, input_norm: str, output_norm: str | N
     return np.sqrt((J * J).sum(axis=(1, 2)))
 
 
-__all__ = ["DifferentiablePoint", "differentiable_point", "direction_pair", "batch_jacobians", "norm_estimates", "norm_lower",
-           "sample_lower"]
+__all__ = ["DifferentiablePoint", "differentiable_point", "direction_pair", "batch_jacobians", "norm_estimates", "jacobian_norms",
+           "norm_lower", "pattern_jacobians", "sample_lower"]

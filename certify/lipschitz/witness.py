@@ -390,6 +390,48 @@ def climb(search: WitnessSearch, points, steps: int, deadline: float | None = No
     _climb(search, points, search.question, search.blocks, lo, hi, steps, deadline)
 
 
+FLIP_TRIES = 8  # flipped patterns per step checked by a region LP (the best by their Jacobian's norm)
+FLIP_WORK = 2e9  # multiply-adds of one step's Jacobians (flips x outputs x weights) beyond which no walk
+                 # starts (MNIST 256x4, 60 flips: 2.4e8; a CIFAR conv net unrolled: 1e10 and more)
+
+
+def flip_search(search: WitnessSearch, free: list[np.ndarray], deadline: float | None) -> bool:
+    """Witnesses one neuron away from the best one: every neuron of `free` (per ReLU layer, the
+    neurons unstable on the box; the others keep their phase on all of it) is flipped in the best
+    witness's activation pattern, the flipped patterns are ranked by their Jacobian's norm
+    (`jacobian_norms`, exact for linf -> l1 with few outputs), and the best FLIP_TRIES above the
+    lower bound are checked in turn by a region LP (`interior_point`, only the free neurons' signs
+    as rows, the box as bounds); a point found is replayed (`_value_at`, the only values kept) and
+    the walk goes on from its pattern while that raises the lower bound. On MNIST 256x4 at radius
+    0.02 such walks reached 3.31 where the smoothed ascent stays at 3.07-3.11 (each region LP about
+    0.1 s at 784 inputs). True when it raised the lower bound."""
+    from .replay import jacobian_norms, pattern_jacobians
+
+    q = search.question
+    lo, hi = np.array(search.box.lo), np.array(search.box.hi)
+    cand = [(t, i) for t, f in enumerate(free) for i in np.flatnonzero(f)]
+    if len(cand) * search.blocks[-1].out_dim * sum(b.weight.size for b in search.blocks) > FLIP_WORK:
+        return False
+    start = search.lower
+    while cand and search.point is not None and not past(deadline):
+        cur = search.point.pattern
+        pats = [np.repeat(s[None, :], len(cand), axis=0) for s in cur]
+        for k, (t, i) in enumerate(cand):
+            pats[t][k, i] = 1.0 - pats[t][k, i]
+        vals = jacobian_norms(pattern_jacobians(search.blocks, pats), q.p, q.q, q.target, exact_outputs=True)
+        before = search.lower
+        for k in np.argsort(-vals, kind="stable")[:FLIP_TRIES]:
+            if vals[k] <= search.lower * (1 + 1e-9) or past(deadline):
+                break
+            x = interior_point(search.net, [p[k] for p in pats], lo, hi, mask=free, deadline=deadline,
+                               box_depth=False)
+            if x is not None and _value_at(search, x, q) > before:
+                break
+        if search.lower <= before:
+            break
+    return search.lower > start
+
+
 def _value_at(search: WitnessSearch, x: np.ndarray, q) -> float:
     pt = differentiable_point(search.net, x, search.blocks)
     if pt is None:
@@ -421,4 +463,5 @@ def _neighbours(blocks, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, k: int = 
     return [c for _, c in cands[:k]]
 
 
-__all__ = ["MAX_CUTS", "WitnessSearch", "climb", "closed", "dense_ascent", "high_dimensional", "smooth_ascent", "walk_regions"]
+__all__ = ["MAX_CUTS", "WitnessSearch", "climb", "closed", "dense_ascent", "flip_search", "high_dimensional", "smooth_ascent",
+           "walk_regions"]
