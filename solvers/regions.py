@@ -95,7 +95,8 @@ def _solve(lp: RegionLp, deadline: float | None = None, box_rows: bool = True) -
     `linprog` costs about half a second of a small question's start-up). `deadline`: HiGHS stops
     there, but not before LP_GRACE seconds (then no solution: status 2). Without `box_rows` the box
     is the columns' bounds and t the depth from the region's own hyperplanes only (x may lie on a
-    face of the box): no dual certificate of emptiness then, but a point 10-40x faster at 784 inputs."""
+    face of the box): no dual certificate of emptiness then, but a point faster (0.10 s instead of
+    0.56 s for an MNIST net's region, 784 inputs)."""
     import highspy as hp
 
     from .lp.highs import new_highs

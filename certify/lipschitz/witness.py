@@ -418,7 +418,8 @@ def flip_search(search: WitnessSearch, free: list[np.ndarray], deadline: float |
         pats = [np.repeat(s[None, :], len(cand), axis=0) for s in cur]
         for k, (t, i) in enumerate(cand):
             pats[t][k, i] = 1.0 - pats[t][k, i]
-        vals = jacobian_norms(pattern_jacobians(search.blocks, pats), q.p, q.q, q.target, exact_outputs=True)
+        with np.errstate(over="ignore", invalid="ignore"):  # (a ranking: an overflowed norm is tried first, then replayed)
+            vals = jacobian_norms(pattern_jacobians(search.blocks, pats), q.p, q.q, q.target, exact_outputs=True)
         before = search.lower
         for k in np.argsort(-vals, kind="stable")[:FLIP_TRIES]:
             if vals[k] <= search.lower * (1 + 1e-9) or past(deadline):
