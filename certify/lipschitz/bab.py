@@ -31,6 +31,7 @@ from models.box import Box
 from models.ir import Network
 from solvers.bab import BabProgress, NodeBound, branch_and_bound
 from solvers.bounds import BoundOptions, bound_boxes, network_bounds
+from solvers.bounds.beta import clamp_splits
 from solvers.bounds.jacobian import clarke_norm_bound, clarke_norm_bound_batch
 from solvers.bounds.lp import lp_tighten_layer
 from solvers.bounds.jacobian_interval import phase_slopes, slope_patterns
@@ -251,8 +252,7 @@ class LipschitzBab:
             for j in range(n.layer + 1, K):
                 l, u, _ = lp_tighten_layer(self.blocks, pre_lo[: j + 1], pre_hi[: j + 1], j, n.lo, n.hi,
                                            deadline=self._deadline(), min_gain=COUPLE_MIN_GAIN, split=list(n.fixed[:j]))
-                pre_lo[j] = np.where(n.fixed[j] > 0, np.maximum(l, 0.0), l)
-                pre_hi[j] = np.where(n.fixed[j] < 0, np.minimum(u, 0.0), u)
+                (pre_lo[j],), (pre_hi[j],) = clamp_splits([l], [u], [n.fixed[j]])
                 if np.any(pre_lo[j] > pre_hi[j]):
                     batch.empty[b] = True
                     break

@@ -19,6 +19,7 @@ import numpy as np
 from models.ir import Affine
 from solvers.bounds.sparse import csr_t
 from solvers.lp import Expr, MilpBuilder, SafeLp, encode_relu_network
+from solvers.lp.relu import constrain_phases
 from solvers.lp.relu_cuts import solve_with_cuts
 
 from .spec import LinearRows
@@ -44,12 +45,7 @@ def clause_lp_bound(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo
     weights = [w if (t := csr_t(w.T)) is None else t for w in (blk.weight for blk in blocks)]
     enc = encode_relu_network(b, blocks, lo, hi, pre_lo, pre_hi, relaxation="bigm" if cut_rounds else "triangle",
                               weights=weights)
-    for t, s in enumerate(split):
-        on, off = np.flatnonzero(s > 0), np.flatnonzero(s < 0)
-        if on.size:
-            b.constrain(enc.pre[t][on], lo=0.0)
-        if off.size:
-            b.constrain(enc.pre[t][off], hi=0.0)
+    constrain_phases(b, enc, split)
     tv = b.add_vars(1, -T_BOUND, T_BOUND)
     k = rows.count
     lhs = b.var_expr(enc.x).affine(rows.G) + enc.output.affine(rows.H) + Expr.variables(np.repeat(tv, k), b.num_vars)

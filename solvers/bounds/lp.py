@@ -21,6 +21,7 @@ import numpy as np
 from models.ir import Affine
 
 from ..lp import MilpBuilder, SafeLp, encode_relu_network
+from ..lp.relu import constrain_phases
 from ..lp.relu_cuts import solve_with_cuts
 from ..phases import UNSTABLE, phases
 from ..runtime import past
@@ -63,12 +64,7 @@ def lp_tighten_layer(
     builder = MilpBuilder()
     enc = encode_relu_network(builder, blocks, lo, hi, pre_lo, pre_hi, relaxation="bigm" if cut_rounds else "triangle",
                               layers=j)
-    for t, s in enumerate((split or [])[:j]):
-        on, off = np.flatnonzero(s > 0), np.flatnonzero(s < 0)
-        if on.size:
-            builder.constrain(enc.pre[t][on], lo=0.0)
-        if off.size:
-            builder.constrain(enc.pre[t][off], hi=0.0)
+    constrain_phases(builder, enc, (split or [])[:j])
     model = builder.build()
     lp = SafeLp(model)  # (integrality relaxed: the big-M encoding's LP is the triangle's)
     vmax = np.maximum(np.abs(model.col_lo), np.abs(model.col_hi))

@@ -114,3 +114,15 @@ def encode_relu_network(
         h = a_expr
     output = h.affine(weights[n_relu], blocks[n_relu].bias) if layers is None else h
     return ForwardEncoding(x, pre, post, deltas, phase_list, output)
+
+
+def constrain_phases(builder: MilpBuilder, enc: ForwardEncoding, split: list[np.ndarray]) -> None:
+    """Rows z >= 0 for the neurons `split` marks active (+1) and z <= 0 for those it marks inactive
+    (-1), per ReLU layer of the encoding `enc` (the layers given): a branch-and-bound node's phases,
+    widened like every row (`MilpBuilder.constrain`)."""
+    for t, s in enumerate(split):
+        on, off = np.flatnonzero(s > 0), np.flatnonzero(s < 0)
+        if on.size:
+            builder.constrain(enc.pre[t][on], lo=0.0)
+        if off.size:
+            builder.constrain(enc.pre[t][off], hi=0.0)
