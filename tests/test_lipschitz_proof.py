@@ -177,3 +177,29 @@ def test_a_costly_phase_bound_is_dropped_after_the_root_and_the_proof_stays_soun
         assert res.bound >= exact * (1 - 1e-12)
         if tgt > exact:
             assert res.complete and res.bound <= exact * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("batch", [1, 8])
+def test_batched_phase_bounds_close_at_the_exact_constant(monkeypatch, batch):
+    """Several nodes branched per round (the root's phase bound made to look costly), their
+    children's phase bounds from one call: the proof at the exact constant (region enumeration)
+    closes and at a target 10% below it proves no less than the constant, as with one node per
+    round; batched, the calls do hold more than one branching's two children."""
+    monkeypatch.setattr(proof_module, "PHASE_COST_CAP", math.inf)  # kept however loaded the machine
+    monkeypatch.setattr(proof_module, "BATCH", 8)
+    monkeypatch.setattr(proof_module, "PHASE_BATCH_RATIO", 0.0 if batch > 1 else math.inf)
+    p, q = "linf", "l1"
+    w, net, lo, hi, nb, milp, box = _setup([2, 8, 8, 2], 9, p, q)
+    exact = np.ldexp(max(_value(w, r, p, q, None) for r in regions(w, lo, hi)), milp.in_exp + milp.out_exp)
+    phase = clarke_node_bound(net, box, nb, milp, (p, q), None)
+    sizes = []
+
+    def spy(col_lo, col_hi):
+        sizes.append(col_lo.shape[0])
+        return phase(col_lo, col_hi)
+
+    done = prove_bound(milp.model, float(exact) * (1 + 1e-9), phase_bound=spy)
+    assert done.complete and exact * (1 - 1e-12) <= done.bound <= exact * (1 + 1e-6)
+    assert (max(sizes) == 2) if batch == 1 else (max(sizes) > 2)
+    low = prove_bound(milp.model, float(exact) * 0.9, phase_bound=spy, deadline=time.perf_counter() + 30)
+    assert low.bound >= exact * (1 - 1e-12)

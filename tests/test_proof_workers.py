@@ -83,6 +83,27 @@ def test_subtrees_on_workers_close_at_the_exact_constant(case):
     _proves_the_constant(case)
 
 
+def test_batched_subtrees_on_workers_close_at_the_exact_constant(case, monkeypatch):
+    """With batched rounds (the root's phase bound made to look costly), the workers search their
+    subtrees in batched rounds too (a subtree searched otherwise fails its worker, which the
+    proof's notes would say), and the proof still closes at the exact constant."""
+    monkeypatch.setattr(proof_module, "PHASE_BATCH_RATIO", 0.0)
+    real = workers.branch_and_bound
+
+    def engine(*args, batch=1, **kw):  # (inherited by the forked workers)
+        if not callable(batch) or batch() != proof_module.BATCH:
+            raise AssertionError("a subtree searched one node per round")
+        return real(*args, batch=batch, **kw)
+
+    monkeypatch.setattr(workers, "branch_and_bound", engine)
+    milp, phase, exact = case
+    res = prove_bound(milp.model, exact * (1 + 1e-9), phase_bound=phase, workers=2)
+    _assert_closed_at(res, exact)
+    assert any("worker process" in n for n in res.notes)
+    assert not any("failed" in n for n in res.notes), res.notes
+    assert _children() == []
+
+
 def test_workers_only_join_when_available(case):
     """`available` says 1 until the proof has run a while: the second worker starts later, and the
     result is the same."""

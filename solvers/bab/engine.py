@@ -110,7 +110,7 @@ def branch_and_bound(
     progress: Callable[[BabProgress], None] | None = None,
     progress_every: float = 0.5,
     lower: float = -math.inf,
-    batch: int = 1,
+    batch: int | Callable[[], int] = 1,
     stop_above: bool = False,
     stop_at: float | None = None,
     frontier: Frontier | None = None,
@@ -134,7 +134,8 @@ def branch_and_bound(
 
     `batch` > 1 with a problem that has `bound_many`: up to `batch` of the best open nodes are
     branched together and all their children bounded in one call (vectorised bounds amortise
-    per-node overhead). Until the children are pushed, the largest bound of the nodes taken off
+    per-node overhead); a callable `batch` is asked before each round (a problem that stops
+    batching midway). Until the children are pushed, the largest bound of the nodes taken off
     the frontier stays part of `upper` (`pending`), so every stop keeps the bound sound."""
     t0 = time.perf_counter()
     front: Frontier = BestFirst() if frontier is None else frontier
@@ -175,7 +176,7 @@ def branch_and_bound(
         push(node, nb, nb.upper, depth)
 
     attained = getattr(problem, "attained", None)
-    many = getattr(problem, "bound_many", None) if batch > 1 else None
+    many = getattr(problem, "bound_many", None) if callable(batch) or batch > 1 else None
     branch_many = getattr(problem, "branch_many", None) if many is not None else None
 
     def current_upper() -> float:
@@ -215,7 +216,7 @@ def branch_and_bound(
                 stop = "split"
                 break
             taken = []  # (depth, node, bound, node bound) of the nodes branched in this round
-            want = batch if many is not None else 1
+            want = (batch() if callable(batch) else batch) if many is not None else 1
             if deadline is not None and want > 1 and per_node > 0:
                 # rounds short enough to end within ROUND_SECONDS of the deadline: the deadline is
                 # only checked between rounds

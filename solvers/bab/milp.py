@@ -41,6 +41,14 @@ MAX_CUT_ROWS = 64  # the global cut pool stays small: every node's LP carries it
 # Jacobian pass bounds, 0.2-0.5 without them (the node bound's choice there since): digits_64 x0
 # 827 nodes in 9.1 s vs 7109 LP-only in 21.5 s (with them: 827 nodes in 84 s)
 PHASE_COST_CAP = 6.0
+# nodes branched per round when the root's phase bound cost at least PHASE_BATCH_RATIO root LPs,
+# their children's phase bounds computed in one call (one process): LipMIP's 10-10-10-10-10-2
+# (ratio 4.2) 26.6-32.6 s -> 12.8-17.4 s, same nodes within the runs' spread. Branching on
+# pseudo-costs a round old moves the node count chaotically: cheaper phase bounds gain too little
+# to risk it (ratios 0.5-2.0 measured: digits 32-32 1228 -> 3231 nodes with BATCH, 5-60-60-2
+# 3555 -> 2977); LP-only trees gain nothing from a batch
+BATCH = 8
+PHASE_BATCH_RATIO = 3.0
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,7 @@ class _MilpProof:
         self.phase_bound = phase_bound
         self.use_phase = phase_bound is not None  # (dropped after the root when too costly)
         self.probe: list[float] = []              # the root's phase-bound and LP seconds
+        self.batch = 1                            # nodes branched per round (`_probe` decides)
         self.notes: list[str] = []
         self.target = target  # in the engine's (maximising) sense
         self.sign = 1.0 if model.sense == "max" else -1.0
@@ -102,7 +111,7 @@ class _MilpProof:
         a proof worker's, built after the fork."""
         other = _MilpProof(self.model, self.deadline, self.node_bound, self.phase_bound, self.target)
         other.pc_sum, other.pc_cnt = self.pc_sum.copy(), self.pc_cnt.copy()
-        other.use_phase, other.probe = self.use_phase, list(self.probe)
+        other.use_phase, other.probe, other.batch = self.use_phase, list(self.probe), self.batch
         return other
 
     # ------------------------------------------------------------------ engine hooks
@@ -200,9 +209,12 @@ class _MilpProof:
         return NodeBound(upper, lower, leaf, (out.x, out.y, c, const, slack, None if leaf else self.lp.basis()))
 
     def _probe(self, phase_seconds: float, lp_seconds: float) -> None:
-        """At the root: keep the phase bounds only if one costs at most PHASE_COST_CAP LPs (a
-        choice of speed only: every node keeps a sound bound either way)."""
+        """At the root: keep the phase bounds only if one costs at most PHASE_COST_CAP LPs, and
+        batch them when one costs at least PHASE_BATCH_RATIO LPs (choices of speed only: every
+        node keeps a sound bound either way)."""
         self.probe = [phase_seconds, lp_seconds]
+        if phase_seconds >= PHASE_BATCH_RATIO * max(lp_seconds, 1e-4):
+            self.batch = BATCH
         if phase_seconds > PHASE_COST_CAP * max(lp_seconds, 1e-4):
             self.use_phase = False
             self.notes.append(f"proof: phase bounds off after the root (one took {1e3 * phase_seconds:.1f} ms, the root LP "
@@ -215,6 +227,27 @@ class _MilpProof:
         return round_up(total, abs(lp_bound) + abs(const) + slack + self.model.obj_err, 4)
 
     def branch(self, node: _Node, nb: NodeBound, prune_level: float):
+        return self.branch_many([(node, nb)], prune_level)[0]
+
+    def batch_size(self) -> int:
+        """Nodes per round of the engine (`batch` while phase bounds are on)."""
+        return self.batch if self.use_phase else 1
+
+    def bound_many(self, nodes: list[_Node]) -> list[NodeBound]:
+        """The engine's batched hook: each node's LP in turn (warm-started from its parent's basis)."""
+        return [self.bound(node) for node in nodes]
+
+    def branch_many(self, items: list[tuple[_Node, NodeBound]], prune_level: float) -> list[list[tuple[_Node, float | None]]]:  # noqa: ARG002
+        """The children of several nodes, with the phase bounds of all of them from one call (the
+        problem's bound of a few tiny layers costs mostly its fixed overhead)."""
+        groups = [self._children(node, nb) for node, nb in items]
+        if not self.use_phase or not groups:
+            return [[(child, None) for child in kids] for kids in groups]
+        # (one at or below the prune level is closed unbounded)
+        bounded = iter(self._phase_bounds([child for kids in groups for child in kids]))
+        return [[(child := next(bounded), child.phase) for _ in kids] for kids in groups]
+
+    def _children(self, node: _Node, nb: NodeBound) -> list[_Node]:
         x, y, c, const, slack, basis = nb.data
         lo, hi = (a.copy() for a in self._apply(node))
         free = self.ints[lo[self.ints] < hi[self.ints]]
@@ -224,10 +257,7 @@ class _MilpProof:
             for d, (clo, chi) in enumerate(((lo[v], split), (split + 1.0, hi[v]))):
                 bounds = _replace(node.bounds, v, clo, chi)
                 children.append(_Node(bounds, nb.upper, (v, d), frac if d == 0 else 1 - frac, basis))
-            if not self.use_phase:
-                return [(child, None) for child in children]
-            # both children's phase bounds in one call; one at or below the prune level is closed unbounded
-            return [(child, child.phase) for child in self._phase_bounds(children)]
+            return children
         # every integer is fixed: split the quadratic variable with the widest secant gap (or the
         # widest variable of a quadratic constraint, whose cuts then tighten)
         spatial = [(self.q_vars, self.q_diag)] if self.q_vars is not None else []
@@ -238,8 +268,8 @@ class _MilpProof:
         mid = 0.5 * (lo[v] + hi[v])
         if x is not None:
             mid = float(np.clip(x[v], lo[v] + 0.25 * (hi[v] - lo[v]), hi[v] - 0.25 * (hi[v] - lo[v])))
-        return [(_Node(_replace(node.bounds, v, lo[v], mid), nb.upper, basis=basis), None),
-                (_Node(_replace(node.bounds, v, mid, hi[v]), nb.upper, basis=basis), None)]
+        return [_Node(_replace(node.bounds, v, lo[v], mid), nb.upper, basis=basis),
+                _Node(_replace(node.bounds, v, mid, hi[v]), nb.upper, basis=basis)]
 
     def _choose(self, free: np.ndarray, x: np.ndarray | None, lo: np.ndarray, hi: np.ndarray) -> tuple[int, float, float]:
         """Pseudo-cost branching on fractional variables (most fractional before costs are known)."""
@@ -313,8 +343,7 @@ def prove_bound(
     `phase_bound(col_lo, col_hi)`, when given, returns for a batch of nodes ((B, num_vars) column
     bounds) sound bounds (B values, in the model's sense) on the quantity the model stands for
     (e.g. a Lipschitz constant in the objective's units) over each node, computed before the LPs
-    (both children of a branching in one call; a batch of best nodes would branch on stale
-    pseudo-costs: 4.8x the nodes on LipMIP's 10-10-10-10-10-2 net). A node bounded at or below the
+    (the children of BATCH branchings in one call). A node bounded at or below the
     target is closed without an LP, the others keep the smaller of both bounds (the LP decides the
     fully fixed ones: the problem's bound may not see that their region is empty). The proven
     bound then holds for that quantity (which the model's optimum may exceed, e.g. at ties of
@@ -339,7 +368,8 @@ def prove_bound(
 
     workers = min(int(workers), forkable_cores()) if target is not None and not problem.cuts else 1
     res = branch_and_bound(problem, target=tgt, deadline=deadline, progress=report if progress else None,
-                           gap=None if target is not None else 1e-9, split_when=split_rule(workers))
+                           gap=None if target is not None else 1e-9, split_when=split_rule(workers),
+                           batch=problem.batch_size)
     if res.stop != "split":
         return ProofResult(sign * res.upper, res.complete, res.nodes, time.perf_counter() - t0, res.stop, problem.lp.solves,
                            problem.notes)

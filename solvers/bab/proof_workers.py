@@ -82,14 +82,22 @@ class _Subtree:
     def branch(self, node, nb: NodeBound, prune_level: float):
         return self.problem.branch(node, nb, prune_level)
 
+    def bound_many(self, nodes: list) -> list[NodeBound]:  # (the root is bounded alone, by `bound`)
+        return self.problem.bound_many(nodes)
+
+    def branch_many(self, items: list, prune_level: float) -> list:
+        return self.problem.branch_many(items, prune_level)
+
 
 def _search(problem, entry, target: float, lower: float, deadline: float | None,
             report: Callable[[BabProgress], None] | None, stop: Callable[[], bool] = interrupted):
-    """One subtree: (bound, stop, nodes) with its root not counted again."""
+    """One subtree: (bound, stop, nodes) with its root not counted again; batched rounds when the
+    problem says how large (`batch_size()`, with `bound_many` and `branch_many`)."""
     _, _, node, nb = entry
     try:
         res = branch_and_bound(_Subtree(problem, node, nb), target=target, lower=lower, deadline=deadline,
-                               progress=report, progress_every=PROGRESS_EVERY, interrupt=stop)
+                               progress=report, progress_every=PROGRESS_EVERY, interrupt=stop,
+                               batch=getattr(problem, "batch_size", 1))
     except BabInterrupted as exc:  # a second Ctrl-C: the sound bound of the part searched so far
         res = exc.result
     return res.upper, res.stop, max(res.nodes - 1, 0)
