@@ -1,5 +1,5 @@
-"""Phase splits coupled with the input in the Lipschitz tree's node bounds (`lp_tighten_layer(split=)`,
-`LipschitzBab._couple`). Oracles: the forward pass of sampled points of the box that satisfy the
+"""Phase splits coupled with the input in the Lipschitz tree's node bounds (`LayerLps`,
+`lp_tighten_layer(split=)`, `LipschitzBab._couple`). Oracles: the forward pass of sampled points of the box that satisfy the
 split phases (every such point's pre-activations must lie in the bounds; none may exist when the
 bounds call the node empty) and the brute-force region enumeration
 (`tests.lipschitz_oracles.exact_lipschitz`)."""
@@ -7,6 +7,7 @@ bounds call the node empty) and the brute-force region enumeration
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,7 +15,7 @@ import certify
 import certify.lipschitz.bab as bab
 from models.ir import sequential
 from solvers.bounds import network_bounds, relu_blocks
-from solvers.bounds.lp import lp_tighten_layer
+from solvers.bounds.lp import LayerLps, lp_tighten_layer
 from tests.lipschitz_oracles import exact_lipschitz, random_weights
 
 N = 10  # above INPUT_SPLIT_DIM: the tree splits phases, not inputs
@@ -58,9 +59,9 @@ def _coupled(net, lo, hi, fixed, node, split: bool):
     they prove the node empty."""
     blocks = relu_blocks(net)
     pre_lo, pre_hi = [a.copy() for a in node.pre_lo], [a.copy() for a in node.pre_hi]
+    lps = LayerLps(blocks, lo, hi, split=list(fixed) if split else None)  # (as the tree does)
     for j in range(1, len(blocks) - 1):
-        l, u, _ = lp_tighten_layer(blocks, pre_lo[: j + 1], pre_hi[: j + 1], j, lo, hi,
-                                   split=list(fixed[:j]) if split else None)
+        l, u, _ = lps.tighten(pre_lo[: j + 1], pre_hi[: j + 1], j)
         l = np.where(fixed[j] > 0, np.maximum(l, 0.0), l)
         u = np.where(fixed[j] < 0, np.minimum(u, 0.0), u)
         if np.any(l > u):
@@ -106,17 +107,42 @@ def test_split_rows_tighten_the_layers_below():
     assert tighter >= 5
 
 
+@pytest.mark.parametrize("seed,cut_rounds", [(1, 0), (2, 0), (3, 1), (4, 1)])
+def test_extended_layer_lps_bound_like_fresh_encodings(seed, cut_rounds):
+    """`LayerLps`, extending one encoding layer by layer, gives the bounds of `lp_tighten_layer`
+    encoding the layers above from scratch for each layer (the same LPs, rows in another order),
+    split rows and ideal cuts included."""
+    w, net, lo, hi, fixed, node, zs, inside = _split_case(seed)
+    if node is None:
+        return
+    blocks = relu_blocks(net)
+    pre_lo, pre_hi = [a.copy() for a in node.pre_lo], [a.copy() for a in node.pre_hi]
+    lps = LayerLps(blocks, lo, hi, cut_rounds, split=list(fixed))
+    for j in range(1, len(blocks) - 1):
+        fresh = lp_tighten_layer(blocks, pre_lo[: j + 1], pre_hi[: j + 1], j, lo, hi, cut_rounds=cut_rounds,
+                                 split=list(fixed[:j]))
+        l, u, n = lps.tighten(pre_lo[: j + 1], pre_hi[: j + 1], j)
+        assert n == fresh[2]
+        for a, b in ((l, fresh[0]), (u, fresh[1])):
+            assert np.allclose(a, b, rtol=1e-7, atol=1e-9)
+        pre_lo[j], pre_hi[j] = np.maximum(l, fresh[0]), np.minimum(u, fresh[1])
+        if np.any(pre_lo[j] > pre_hi[j]):
+            return
+    with pytest.raises(ValueError, match="increasing order"):
+        lps.tighten(pre_lo, pre_hi, 1)
+
+
 def test_tree_with_coupled_nodes_contains_the_exact_constant(monkeypatch):
     """The phase-split tree on a 10-input net closes at the exact constant, and its nodes' layers
     were re-bounded with split rows."""
     calls = []
-    real = bab.lp_tighten_layer
+    real = bab.LayerLps.tighten
 
-    def spy(*a, **k):
-        calls.append(any(np.any(s) for s in k["split"]))
-        return real(*a, **k)
+    def spy(self, pre_lo, pre_hi, j, *a, **k):
+        calls.append(any(np.any(s) for s in self.split[:j]))
+        return real(self, pre_lo, pre_hi, j, *a, **k)
 
-    monkeypatch.setattr(bab, "lp_tighten_layer", spy)
+    monkeypatch.setattr(bab.LayerLps, "tighten", spy)
     w = random_weights([N, 6, 6, 2], 3)
     center = np.random.default_rng(3).uniform(-0.5, 0.5, N)
     cert = certify.local_lipschitz(sequential(w), center, 0.3, method="bab", time_limit=120)

@@ -33,7 +33,7 @@ from solvers.bab import BabProgress, NodeBound, branch_and_bound
 from solvers.bounds import BoundOptions, bound_boxes, network_bounds
 from solvers.bounds.beta import clamp_splits
 from solvers.bounds.jacobian import clarke_norm_bound, clarke_norm_bound_batch
-from solvers.bounds.lp import lp_tighten_layer
+from solvers.bounds.lp import LayerLps
 from solvers.bounds.jacobian_interval import phase_slopes, slope_patterns
 from solvers.bounds.types import Bounds, relu_blocks
 from solvers.phases import ACTIVE, INACTIVE, UNSTABLE
@@ -240,7 +240,7 @@ class LipschitzBab:
 
     def _couple(self, nodes: list[_Node], batch: Bounds) -> None:
         """The layers below each phase-split node's newest split re-bounded, in place, by LPs with
-        the node's phases as rows (`lp_tighten_layer(split=...)`), layer by layer (each LP relaxes
+        the node's phases as rows (`LayerLps`, `lp_tighten_layer(split=...)`), layer by layer (each LP relaxes
         the layers above with their new bounds): a split then tightens the later layers through the
         input, and a node whose phases cannot hold together on its box is found empty."""
         K = len(self.blocks) - 1
@@ -249,9 +249,9 @@ class LipschitzBab:
                 continue
             pre_lo = [p[b].copy() for p in batch.pre_lo]
             pre_hi = [p[b].copy() for p in batch.pre_hi]
+            lps = LayerLps(self.blocks, n.lo, n.hi, split=list(n.fixed))
             for j in range(n.layer + 1, K):
-                l, u, _ = lp_tighten_layer(self.blocks, pre_lo[: j + 1], pre_hi[: j + 1], j, n.lo, n.hi,
-                                           deadline=self._deadline(), min_gain=COUPLE_MIN_GAIN, split=list(n.fixed[:j]))
+                l, u, _ = lps.tighten(pre_lo[: j + 1], pre_hi[: j + 1], j, deadline=self._deadline(), min_gain=COUPLE_MIN_GAIN)
                 (pre_lo[j],), (pre_hi[j],) = clamp_splits([l], [u], [n.fixed[j]])
                 if np.any(pre_lo[j] > pre_hi[j]):
                     batch.empty[b] = True

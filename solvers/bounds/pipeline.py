@@ -28,7 +28,7 @@ from models.memory import fits
 from ..choices import BOUND_METHODS
 from ..runtime import command_deadline, earliest, stop_requested
 from .interval import affine_interval, magnitudes
-from .lp import lp_tighten_layer
+from .lp import LayerLps
 from .options import BoundOptions
 from .symbolic import (LiveLayers, backsubstitute_upper, best_of_slopes, given_slopes_bound, optimized_slopes_bound,
                        row_block)
@@ -132,6 +132,7 @@ def bound_boxes(
     pre_lo: list[np.ndarray] = []
     pre_hi: list[np.ndarray] = []
     prev_lo, prev_hi = lo, hi
+    layer_lps: list[LayerLps] = []
     for j in range(K + 1):
         t = time.perf_counter()
         l, u = affine_interval(blocks[j].weight, blocks[j].bias, prev_lo, prev_hi)
@@ -158,10 +159,11 @@ def bound_boxes(
         if j > 0 and "lp" in steps and (j < K or options.lp_output):
             t = time.perf_counter()
             lp_deadline = earliest(options.lp_deadline, options.deadline)
+            if not layer_lps:  # (per box: each extends its encoding of the layers above)
+                layer_lps = [LayerLps(blocks, lo[b], hi[b], options.lp_cuts) for b in range(B)]
             for b in range(B):
-                l[b], u[b], lps = lp_tighten_layer(blocks, [p[b] for p in pre_lo] + [l[b]], [p[b] for p in pre_hi] + [u[b]],
-                                                   j, lo[b], hi[b], deadline=lp_deadline, cut_rounds=options.lp_cuts,
-                                                   min_gain=options.lp_min_gain)
+                l[b], u[b], lps = layer_lps[b].tighten([p[b] for p in pre_lo] + [l[b]], [p[b] for p in pre_hi] + [u[b]],
+                                                       j, deadline=lp_deadline, min_gain=options.lp_min_gain)
                 steps["lp"].lps += lps
             steps["lp"].seconds += time.perf_counter() - t
         if "lp" in steps:

@@ -70,15 +70,32 @@ def encode_relu_network(
     """Encode x in [lo, hi] and the first `layers` ReLU layers (default: all, plus the output map).
     `weights[j]`, when given, stands for blocks[j].weight (the same matrix, e.g. a cached scipy
     sparse copy: `Expr.affine`)."""
-    weights = [b.weight for b in blocks] if weights is None else weights
     x = builder.add_vars(lo.size, lo, hi, group="x")
-    h = builder.var_expr(x)
-    pre: list[Expr] = []
-    post: list[Expr] = []
-    deltas: list[np.ndarray] = []
-    phase_list: list[np.ndarray] = []
+    enc = ForwardEncoding(x, [], [], [], [], builder.var_expr(x))
     n_relu = len(blocks) - 1 if layers is None else layers
-    for j in range(n_relu):
+    extend_relu_network(builder, enc, blocks, pre_lo, pre_hi, n_relu, relaxation, weights)
+    if layers is None:
+        weight = blocks[n_relu].weight if weights is None else weights[n_relu]
+        enc.output = enc.output.affine(weight, blocks[n_relu].bias)
+    return enc
+
+
+def extend_relu_network(
+    builder: MilpBuilder,
+    enc: ForwardEncoding,
+    blocks: list[Affine],
+    pre_lo: list[np.ndarray],
+    pre_hi: list[np.ndarray],
+    layers: int,
+    relaxation: Literal["bigm", "triangle"] = "bigm",
+    weights: list | None = None,
+) -> None:
+    """Encode, in place, the ReLU layers len(enc.pre) .. layers - 1 on top of `enc`, an encoding
+    of the layers before them (its `output` their last post-activation; the encoding then ends
+    at layer `layers` - 1's)."""
+    weights = [b.weight for b in blocks] if weights is None else weights
+    h = enc.output
+    for j in range(len(enc.pre), layers):
         z = h.affine(weights[j], blocks[j].bias)
         l, u = pre_lo[j], pre_hi[j]
         ph = phases(l, u)
@@ -107,20 +124,19 @@ def encode_relu_network(
             # relu(z): stable rows from the expression above, unstable rows from the new variables
             stable = np.flatnonzero(ph != UNSTABLE)
             a_expr = Expr.scatter(ph.size, [(stable, a_expr[stable]), (unstable, a_e)])
-        pre.append(z)
-        post.append(a_expr)
-        deltas.append(delta)
-        phase_list.append(ph)
+        enc.pre.append(z)
+        enc.post.append(a_expr)
+        enc.delta.append(delta)
+        enc.phase.append(ph)
         h = a_expr
-    output = h.affine(weights[n_relu], blocks[n_relu].bias) if layers is None else h
-    return ForwardEncoding(x, pre, post, deltas, phase_list, output)
+    enc.output = h
 
 
-def constrain_phases(builder: MilpBuilder, enc: ForwardEncoding, split: list[np.ndarray]) -> None:
+def constrain_phases(builder: MilpBuilder, enc: ForwardEncoding, split: list[np.ndarray], first: int = 0) -> None:
     """Rows z >= 0 for the neurons `split` marks active (+1) and z <= 0 for those it marks inactive
-    (-1), per ReLU layer of the encoding `enc` (the layers given): a branch-and-bound node's phases,
-    widened like every row (`MilpBuilder.constrain`)."""
-    for t, s in enumerate(split):
+    (-1), per ReLU layer of the encoding `enc` (the layers given, from `first` on): a
+    branch-and-bound node's phases, widened like every row (`MilpBuilder.constrain`)."""
+    for t, s in enumerate(split[first:], start=first):
         on, off = np.flatnonzero(s > 0), np.flatnonzero(s < 0)
         if on.size:
             builder.constrain(enc.pre[t][on], lo=0.0)
