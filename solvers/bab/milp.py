@@ -238,8 +238,8 @@ class _MilpProof:
         return [self.bound(node) for node in nodes]
 
     def branch_many(self, items: list[tuple[_Node, NodeBound]], prune_level: float) -> list[list[tuple[_Node, float | None]]]:  # noqa: ARG002
-        """The children of several nodes, with the phase bounds of all of them from one call (the
-        problem's bound of a few tiny layers costs mostly its fixed overhead)."""
+        """The children of several nodes, with the phase bounds of all of them from one call (its
+        fixed cost paid once per round)."""
         groups = [self._children(node, nb) for node, nb in items]
         if not self.use_phase or not groups:
             return [[(child, None) for child in kids] for kids in groups]
@@ -343,7 +343,8 @@ def prove_bound(
     `phase_bound(col_lo, col_hi)`, when given, returns for a batch of nodes ((B, num_vars) column
     bounds) sound bounds (B values, in the model's sense) on the quantity the model stands for
     (e.g. a Lipschitz constant in the objective's units) over each node, computed before the LPs
-    (the children of BATCH branchings in one call). A node bounded at or below the
+    (the children of one branching in one call, or of up to BATCH branchings where the root's
+    phase bound cost at least PHASE_BATCH_RATIO root LPs). A node bounded at or below the
     target is closed without an LP, the others keep the smaller of both bounds (the LP decides the
     fully fixed ones: the problem's bound may not see that their region is empty). The proven
     bound then holds for that quantity (which the model's optimum may exceed, e.g. at ties of
