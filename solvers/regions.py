@@ -34,15 +34,18 @@ from .rational import rref
 
 @dataclass
 class RegionLp:
-    """max t <= 1/2 s.t. A_ub [xi; t] <= b_ub (region and box constraints as rows)."""
+    """max t <= 1/2 s.t. A_ub [xi; t] <= b_ub (region and, with `box_rows`, box constraints as rows;
+    without them the box is the columns' bounds 0 <= xi <= 1)."""
 
     A_ub: np.ndarray
     b_ub: np.ndarray
     n: int
     empty: bool  # a neuron constant over the region has the wrong sign
+    box_rows: bool = True
 
 
-def _region_lp(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi: np.ndarray, mask=None) -> RegionLp:
+def _region_lp(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi: np.ndarray, mask=None,
+               box_rows: bool = True) -> RegionLp:
     blocks = relu_blocks(net)
     n = lo.size
     w = hi - lo
@@ -66,6 +69,9 @@ def _region_lp(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi: np.n
         rows.append(np.hstack([-(sign[keep, None] * G[keep]) / sk, np.ones_like(sk)]))
         rhs.append(sign[keep] * c0[keep] / sk[:, 0])
         M, d = s[:, None] * Mz, s * dz
+    if not box_rows:
+        return RegionLp(np.vstack(rows) if rows else np.zeros((0, n + 1)), np.concatenate(rhs) if rhs else np.zeros(0),
+                        n, empty, box_rows=False)
     box = np.vstack([np.hstack([-np.eye(n), np.ones((n, 1))]), np.hstack([np.eye(n), np.ones((n, 1))])])
     A = np.vstack(rows + [box])
     b = np.concatenate(rhs + [np.zeros(n), np.ones(n)])
@@ -90,13 +96,13 @@ class _Solution:
     ineqlin: SimpleNamespace
 
 
-def _solve(lp: RegionLp, deadline: float | None = None, box_rows: bool = True) -> _Solution:
+def _solve(lp: RegionLp, deadline: float | None = None) -> _Solution:
     """max t over the region LP, with HiGHS called directly (importing scipy.optimize for its
     `linprog` costs about half a second of a small question's start-up). `deadline`: HiGHS stops
-    there, but not before LP_GRACE seconds (then no solution: status 2). Without `box_rows` the box
-    is the columns' bounds and t the depth from the region's own hyperplanes only (x may lie on a
-    face of the box): no dual certificate of emptiness then, but a point faster (0.10 s instead of
-    0.56 s for an MNIST net's region, 784 inputs)."""
+    there, but not before LP_GRACE seconds (then no solution: status 2). Without the LP's
+    `box_rows` the box is the columns' bounds and t the depth from the region's own hyperplanes only
+    (x may lie on a face of the box): no dual certificate of emptiness then, but a point faster
+    (0.10 s instead of 0.56 s for an MNIST net's region, 784 inputs)."""
     import highspy as hp
 
     from .lp.highs import new_highs
@@ -106,21 +112,20 @@ def _solve(lp: RegionLp, deadline: float | None = None, box_rows: bool = True) -
     inf = hp.kHighsInf
     cost = np.zeros(k)
     cost[-1] = -1.0
-    # the box is in the rows (so that dual certificates see it); t < 0 when the region is empty
+    # the box is in the rows (so that dual certificates see it), else in the columns' bounds; t < 0
+    # when the region is empty
     col_lo, col_hi = np.full(k, -inf), np.full(k, inf)
     col_hi[-1] = 0.5
-    A, b = lp.A_ub, lp.b_ub
-    if not box_rows:
+    if not lp.box_rows:
         col_lo[: lp.n], col_hi[: lp.n] = 0.0, 1.0
-        A, b = A[: m - 2 * lp.n], b[: m - 2 * lp.n]
-        m = A.shape[0]
     h.addVars(k, col_lo, col_hi)
     h.changeColsCost(k, np.arange(k, dtype=np.int32), cost)
-    A = np.asarray(A, dtype=np.float64)
+    A = np.asarray(lp.A_ub, dtype=np.float64)
     rows, cols = np.nonzero(A)
     starts = np.searchsorted(rows, np.arange(m)).astype(np.int32)
-    h.addRows(m, np.full(m, -inf), np.asarray(b, dtype=np.float64), rows.size, starts, cols.astype(np.int32),
-              A[rows, cols])
+    if m:
+        h.addRows(m, np.full(m, -inf), np.asarray(lp.b_ub, dtype=np.float64), rows.size, starts, cols.astype(np.int32),
+                  A[rows, cols])
     if deadline is not None:  # (set here: filling in a large region's rows takes time too)
         h.setOptionValue("time_limit", max(deadline - time.perf_counter(), LP_GRACE))
     h.run()
@@ -146,10 +151,10 @@ def interior_point(net: Network, pattern: list[np.ndarray], lo: np.ndarray, hi: 
     face of the box; faster on many inputs: `_solve`)."""
     if _past(deadline):
         return None
-    lp = _region_lp(net, pattern, lo, hi, mask)
+    lp = _region_lp(net, pattern, lo, hi, mask, box_rows=box_depth)
     if lp.empty:
         return None
-    res = _solve(lp, deadline, box_rows=box_depth)
+    res = _solve(lp, deadline)
     if res.status != 0 or res.x[-1] <= 1e-9:
         return None
     return np.clip(lo + (hi - lo) * res.x[: lp.n], lo, hi)

@@ -71,7 +71,7 @@ class LayerLps:
         self.split = list(split or [])
         self.relaxation = "bigm" if cut_rounds else "triangle"
         self.builder = MilpBuilder()
-        self.enc = None  # (built at the first layer that needs an LP)
+        self.enc = encode_relu_network(self.builder, blocks, lo, hi, [], [], self.relaxation, layers=0)  # (x only)
 
     def tighten(self, pre_lo: list[np.ndarray], pre_hi: list[np.ndarray], j: int, deadline: float | None = None,
                 min_gain: float = 0.0) -> tuple[np.ndarray, np.ndarray, int]:
@@ -85,10 +85,7 @@ class LayerLps:
             return l_j, u_j, 0  # (past the deadline: not even the LP is built)
         l0, u0 = l_j[unstable], u_j[unstable]
         unstable = unstable[np.argsort(np.minimum(-l0, u0) / (u0 - l0), kind="stable")]
-        builder = self.builder
-        if self.enc is None:
-            self.enc = encode_relu_network(builder, blocks, lo, hi, pre_lo, pre_hi, self.relaxation, layers=0)
-        enc, done = self.enc, len(self.enc.pre)
+        builder, enc, done = self.builder, self.enc, len(self.enc.pre)
         if done > j:
             raise ValueError("LayerLps: layers must be tightened in increasing order")
         extend_relu_network(builder, enc, blocks, pre_lo, pre_hi, j, self.relaxation)
