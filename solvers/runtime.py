@@ -137,12 +137,18 @@ def forked_child() -> None:
     """In a process forked from a command (auto's race): the watchdog thread and its signal pipe
     belong to the parent, so the child neither writes to that pipe nor counts on the watchdog (a
     Ctrl-C sets the stop flag through the inherited handler, the parent ends the child)."""
-    global _WATCHDOG
+    global _WATCHDOG, _IN_WORKER
     _WATCHDOG = None
+    _IN_WORKER = True
     _CHILDREN.clear()
     if threading.current_thread() is threading.main_thread():
         with contextlib.suppress(ValueError, OSError):
             signal.set_wakeup_fd(-1)
+
+
+def in_forked_worker() -> bool:
+    """Is this a process forked from a command (`forked_child` ran)? Its work does not fork again."""
+    return _IN_WORKER
 
 
 def forkable_cores() -> int:
@@ -233,6 +239,7 @@ def stop_reason() -> str:
 
 _WATCHDOG: "_Watchdog | None" = None
 _CHILDREN: set = set()
+_IN_WORKER = False  # set in processes forked from a command (`forked_child`)
 _ABANDONED = threading.Event()
 _OUTPUT = threading.Event()
 
@@ -537,7 +544,7 @@ class Progress:
 
 ProgressCallback = Callable[[Progress], None]
 
-__all__ = ["Abandoned", "Budget", "FORK_JOIN", "Forked", "reporting_to", "Progress", "ProgressCallback", "abandoned", "command_deadline", "earliest",
+__all__ = ["Abandoned", "Budget", "FORK_JOIN", "Forked", "reporting_to", "Progress", "ProgressCallback", "abandoned", "command_deadline", "earliest", "in_forked_worker",
            "interrupted", "interrupted_before_output", "interruptible", "may_abandon", "offer_partial",
            "output_started", "forked_child", "withdraw_stop", "past", "register_child", "request_stop", "restore_handler", "run_abandonable",
            "set_command_deadline", "set_result_fd", "stop_requested", "time_left", "unregister_child",

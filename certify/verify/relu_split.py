@@ -71,6 +71,7 @@ ROOT_ALPHA_SHARE = 0.1
 ROOT_LP_CUTS = 2
 ROOT_LP_SHARE = 0.5
 ROOT_LP_MIN_GAIN = 0.5
+ROOT_LP_WORKERS = 2  # the root's LPs of a layer on two processes (nothing else runs on the second core then)
 # the root's slopes are re-used below the splits only when the trial lowers the worse child's margin
 # bound or its unstable neurons by at least this share (`_pick_policy`)
 REUSE_GAIN = 0.01
@@ -349,6 +350,7 @@ class ReluSplitSearch:
                                           lower_slopes="alpha", symbolic_output=False,
                                           alpha_steps=ROOT_ALPHA_STEPS, alpha_work=np.inf, alpha_deadline=share,
                                           lp_cuts=ROOT_LP_CUTS, lp_min_gain=ROOT_LP_MIN_GAIN, lp_deadline=lp_share,
+                                          lp_workers=ROOT_LP_WORKERS,
                                           deadline=self._bound_deadline()), parents=parents,
                              slopes_out=kept if len(group) == 1 else None)
             if self.reuse_slopes and kept:

@@ -55,7 +55,7 @@ def linear_pass_upper(maps: list[np.ndarray], s_lo: list[np.ndarray], s_hi: list
     K = len(s_lo)
     P = directions.shape[0]
     N = sum(M.shape[1] for M in maps) + rows.shape[1] + 8  # longest summation chain
-    sl, sh = [s[box_of] for s in s_lo], [s[box_of] for s in s_hi]
+    sl, sh = [np.take(s, box_of, axis=0) for s in s_lo], [np.take(s, box_of, axis=0) for s in s_hi]
     t0 = directions @ maps[0].T  # (P, n_0)
     s0_lo, s0_hi = np.minimum(sl[0] * t0, sh[0] * t0), np.maximum(sl[0] * t0, sh[0] * t0)
     # interval pass and |M| chain magnitudes of every t_j (P, n_j)
@@ -93,8 +93,8 @@ def _backsubstitute(maps, relax, s0_lo, s0_hi, i: int, lam: np.ndarray, owner: n
     instance p when `owner` is None (lam (P, r, n_i)): the chords of t_i, then M_i, down to the
     box of s_0. (Positive and negative parts multiplied separately: np.where is several times
     slower on these shapes.)"""
-    def take(a):
-        return a[owner] if owner is not None else a[:, None, :]
+    def take(a):  # (np.take gathers rows 2-3x faster than a[owner] on these shapes)
+        return np.take(a, owner, axis=0) if owner is not None else a[:, None, :]
 
     const = np.zeros(lam.shape[:-1])
     while i > 0:

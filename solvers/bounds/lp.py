@@ -16,6 +16,10 @@ optimum: pooled, the rows of 86 neurons made each LP about 100x slower on mnist_
 
 from __future__ import annotations
 
+import os
+import time
+from typing import Callable
+
 import numpy as np
 
 from models.ir import Affine
@@ -24,9 +28,12 @@ from ..lp import MilpBuilder, SafeLp, encode_relu_network
 from ..lp.relu import constrain_phases, extend_relu_network
 from ..lp.relu_cuts import solve_with_cuts
 from ..phases import UNSTABLE, phases
-from ..runtime import past
+from ..runtime import Forked, die_with_parent, forkable_cores, forked_child, in_forked_worker, past, reporting_to
 
 PROBE = 8  # neurons of a layer whose gain decides whether its LPs go on (`min_gain`)
+SHARE_MIN = 8  # neurons left after the probe below which a layer's LPs stay in one process
+JOIN = 1.0     # seconds past the deadline (or a stop) a worker gets to report before it is ended
+POLL = 0.05
 
 
 def lp_tighten_layer(
@@ -74,10 +81,11 @@ class LayerLps:
         self.enc = encode_relu_network(self.builder, blocks, lo, hi, [], [], self.relaxation, layers=0)  # (x only)
 
     def tighten(self, pre_lo: list[np.ndarray], pre_hi: list[np.ndarray], j: int, deadline: float | None = None,
-                min_gain: float = 0.0) -> tuple[np.ndarray, np.ndarray, int]:
+                min_gain: float = 0.0, workers: int = 1) -> tuple[np.ndarray, np.ndarray, int]:
         """`lp_tighten_layer(blocks, pre_lo, pre_hi, j, lo, hi, deadline, cut_rounds, min_gain, split)`;
         j must not decrease from one call to the next, and the bounds of layers encoded by an
-        earlier call must be the ones given now."""
+        earlier call must be the ones given now. `workers` > 1: the layer's neurons after the probe
+        are shared with a forked worker (`share_neurons`)."""
         blocks, lo, hi, cut_rounds = self.blocks, self.lo, self.hi, self.cut_rounds
         l_j, u_j = pre_lo[j].copy(), pre_hi[j].copy()
         unstable = np.flatnonzero(phases(l_j, u_j) == UNSTABLE)
@@ -91,30 +99,102 @@ class LayerLps:
         extend_relu_network(builder, enc, blocks, pre_lo, pre_hi, j, self.relaxation)
         constrain_phases(builder, enc, self.split[:j], first=done)
         model = builder.build()
-        lp = SafeLp(model)  # (integrality relaxed: the big-M encoding's LP is the triangle's)
         vmax = np.maximum(np.abs(model.col_lo), np.abs(model.col_hi))
         rows = enc.post[j - 1].affine(blocks[j].weight, blocks[j].bias)
-        coef = rows.widened(lp.num_vars)  # sparse: one dense row at a time (never rows x variables)
+        coef = rows.widened(model.num_vars)  # sparse: one dense row at a time (never rows x variables)
         # the objective rows compose weights through stable neurons in float64: widen by their error
         slack = rows.error(builder.vmax())
 
+        lps = [SafeLp(model)]  # (integrality relaxed: the big-M encoding's LP is the triangle's)
+
+        def fresh() -> SafeLp:  # a forked worker's own LP (a solver instance is not shared across a fork)
+            lps[0] = SafeLp(model)
+            return lps[0]
+
         def bound(c: np.ndarray, const: float) -> float:
             """max c v + const over the LP, tightened by rounds of cuts (each round's bound is sound)."""
-            added: list = []
+            lp, added = lps[0], []
             best = min((out.bound for _, out in solve_with_cuts(lp, enc, blocks, lo, hi, pre_lo, pre_hi, vmax, c, const,
                                                                cut_rounds, deadline, added)), default=np.inf)
             if added:
                 lp.delete_rows(np.concatenate(added))
             return best
 
-        gains = []
-        for i in unstable:
-            if past(deadline) or (len(gains) == PROBE and np.mean(gains) < min_gain):
-                break
+        def one(i: int) -> tuple[float, float]:
             c_i = coef[[i]].toarray().reshape(-1)
-            u_j[i] = min(u_j[i], np.nextafter(bound(c_i, rows.const[i]) + slack[i], np.inf))
-            if u_j[i] > 0 and not past(deadline):  # (else proven inactive, or no time left)
-                l_j[i] = max(l_j[i], np.nextafter(-bound(-c_i, -rows.const[i]) - slack[i], -np.inf))
-            if len(gains) < PROBE:
-                gains.append(float(l_j[i] >= 0 or u_j[i] <= 0))
-        return l_j, u_j, lp.solves
+            u = min(u_j[i], np.nextafter(bound(c_i, rows.const[i]) + slack[i], np.inf))
+            l = l_j[i]
+            if u > 0 and not past(deadline):  # (else proven inactive, or no time left)
+                l = max(l, np.nextafter(-bound(-c_i, -rows.const[i]) - slack[i], -np.inf))
+            return float(l), float(u)
+
+        def run(neurons) -> list[tuple[int, float, float]]:
+            out = []
+            for i in neurons:
+                if past(deadline):
+                    break
+                out.append((int(i), *one(i)))
+            return out
+
+        gains = []
+        for i, l, u in run(unstable[:PROBE]):
+            l_j[i], u_j[i] = l, u
+            gains.append(float(l >= 0 or u <= 0))
+        rest = unstable[PROBE:] if len(gains) == PROBE and np.mean(gains) >= min_gain else unstable[:0]
+        done_rest, there = share_neurons(rest, run, fresh, workers, deadline)
+        for i, l, u in done_rest:
+            l_j[i], u_j[i] = max(l_j[i], l), min(u_j[i], u)
+        return l_j, u_j, lps[0].solves + there
+
+
+def share_neurons(neurons: np.ndarray, run: Callable[[np.ndarray], list], fresh: Callable[[], SafeLp], workers: int,
+                  deadline: float | None) -> tuple[list, int]:
+    """`run(neurons)` (a list of (neuron, lower, upper)) on this process and one forked worker,
+    every other neuron each: the results of both and the worker's LP count. The worker first calls
+    `fresh()` for an LP of its own. One process when `workers` < 2, the neurons are fewer than
+    SHARE_MIN, fork is unavailable or this is already a forked worker. A worker that fails, dies,
+    or has not reported JOIN seconds after the deadline or a stop leaves its neurons to this
+    process (which runs them while time is left; the bounds not reached stay as they were)."""
+    if workers < 2 or len(neurons) < SHARE_MIN or forkable_cores() < 2 or in_forked_worker():
+        return run(neurons), 0
+    from multiprocessing.connection import Pipe  # (lazy: most calls never fork)
+
+    mine, theirs = neurons[0::2], neurons[1::2]
+    receive, send = Pipe(duplex=False)
+    try:
+        proc = Forked(_neuron_worker, (send, run, fresh, theirs, os.getpid()))
+    except OSError:
+        receive.close()
+        send.close()
+        return run(neurons), 0
+    send.close()
+    out = run(mine)
+    msg: tuple = ()
+    try:
+        stop_at: float | None = None
+        while not msg:
+            if receive.poll(POLL):
+                try:
+                    msg = receive.recv()
+                except (EOFError, OSError):  # ended without a word
+                    msg = ("gone",)
+            elif not proc.alive() and not receive.poll(POLL):
+                msg = ("gone",)
+            elif stop_at is None and past(deadline):
+                stop_at = time.perf_counter()
+            elif stop_at is not None and time.perf_counter() > stop_at + JOIN:
+                msg = ("late",)
+    finally:
+        proc.end()
+        receive.close()
+    if msg[0] == "done":
+        return out + msg[1], msg[2]
+    return out + run(theirs), 0
+
+
+def _neuron_worker(conn, run, fresh, neurons: np.ndarray, parent: int) -> None:
+    forked_child()
+    die_with_parent(parent)
+    with reporting_to(conn):  # (on an error the parent runs these neurons itself)
+        lp = fresh()
+        conn.send(("done", run(neurons), lp.solves))

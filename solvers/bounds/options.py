@@ -31,7 +31,8 @@ class BoundOptions:
     - `lp_deadline` (`time.perf_counter()`): LP tightening stops there; `lp_output` also LP-tightens
       the output bounds; `lp_cuts`: rounds of ideal cuts per LP (`lp.lp_tighten_layer`; 0: the
       triangle relaxation); `lp_min_gain`: a layer's LPs stop when its first neurons gain less
-      (`lp_tighten_layer`'s `min_gain`).
+      (`lp_tighten_layer`'s `min_gain`); `lp_workers`: processes a layer's LPs may run on
+      (`lp.share_neurons`: for callers whose second core is idle meanwhile).
     - `deadline` (`time.perf_counter()`): every tightening step (symbolic, optimised slopes, LP) stops
       there and at Ctrl-C, checked between blocks of about `pipeline.CHUNK_WORK` multiply-adds; the
       neurons not reached keep their interval bounds (sound, looser). The caller folds the command
@@ -50,6 +51,7 @@ class BoundOptions:
     lp_output: bool = False
     lp_cuts: int = 0
     lp_min_gain: float = 0.0
+    lp_workers: int = 1
     deadline: float | None = None
 
     def __post_init__(self) -> None:

@@ -163,7 +163,8 @@ def bound_boxes(
                 layer_lps = [LayerLps(blocks, lo[b], hi[b], options.lp_cuts) for b in range(B)]
             for b in range(B):
                 l[b], u[b], lps = layer_lps[b].tighten([p[b] for p in pre_lo] + [l[b]], [p[b] for p in pre_hi] + [u[b]],
-                                                       j, deadline=lp_deadline, min_gain=options.lp_min_gain)
+                                                       j, deadline=lp_deadline, min_gain=options.lp_min_gain,
+                                                       workers=options.lp_workers)
                 steps["lp"].lps += lps
             steps["lp"].seconds += time.perf_counter() - t
         if "lp" in steps:
