@@ -96,6 +96,14 @@ def _call(task: Task, index: int, item: Any, context: dict) -> dict:
     return row
 
 
+def _worker_call(task: Task, index: int, item: Any, context: dict) -> dict:
+    """`_call` in a pool's or dask's worker: the workers share the machine, so none forks helpers."""
+    from solvers.runtime import pool_worker
+
+    pool_worker()
+    return _call(task, index, item, context)
+
+
 def run_batch(
     task: Task,
     items: Sequence[Any],
@@ -160,7 +168,7 @@ def _execute(task, items, todo, context, workers, scheduler, connect_timeout) ->
         import multiprocessing
 
         with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = [pool.submit(_call, task, i, items[i], context) for i in todo]
+            futures = [pool.submit(_worker_call, task, i, items[i], context) for i in todo]
             for fut in as_completed(futures):
                 yield fut.result()
 
@@ -175,7 +183,7 @@ def _dask(task, items, todo, context, scheduler, connect_timeout) -> Iterable[di
     except (OSError, TimeoutError) as exc:
         raise BadInput(f"cannot reach the Dask scheduler at {scheduler} ({exc}); start one with `dask scheduler`") from None
     try:
-        futures = [client.submit(_call, task, i, items[i], context, pure=False, retries=2) for i in todo]
+        futures = [client.submit(_worker_call, task, i, items[i], context, pure=False, retries=2) for i in todo]
         for fut in dask_completed(futures):
             yield fut.result()
     finally:

@@ -137,18 +137,25 @@ def forked_child() -> None:
     """In a process forked from a command (auto's race): the watchdog thread and its signal pipe
     belong to the parent, so the child neither writes to that pipe nor counts on the watchdog (a
     Ctrl-C sets the stop flag through the inherited handler, the parent ends the child)."""
-    global _WATCHDOG, _IN_WORKER
+    global _WATCHDOG
     _WATCHDOG = None
-    _IN_WORKER = True
+    pool_worker()
     _CHILDREN.clear()
     if threading.current_thread() is threading.main_thread():
         with contextlib.suppress(ValueError, OSError):
             signal.set_wakeup_fd(-1)
 
 
-def in_forked_worker() -> bool:
-    """Is this a process forked from a command (`forked_child` ran)? Its work does not fork again."""
-    return _IN_WORKER
+def pool_worker() -> None:
+    """Mark this process as one of several sharing the machine (forked from a command, or a batch
+    pool's or dask's worker): its work forks no helper processes of its own (`may_fork_helpers`)."""
+    global _SHARED_CORES
+    _SHARED_CORES = True
+
+
+def may_fork_helpers() -> bool:
+    """May this process fork a helper onto another core (not a worker itself, fork and 2+ cores)?"""
+    return not _SHARED_CORES and forkable_cores() >= 2
 
 
 def forkable_cores() -> int:
@@ -239,7 +246,7 @@ def stop_reason() -> str:
 
 _WATCHDOG: "_Watchdog | None" = None
 _CHILDREN: set = set()
-_IN_WORKER = False  # set in processes forked from a command (`forked_child`)
+_SHARED_CORES = False  # set in worker processes (`pool_worker`)
 _ABANDONED = threading.Event()
 _OUTPUT = threading.Event()
 
@@ -544,7 +551,7 @@ class Progress:
 
 ProgressCallback = Callable[[Progress], None]
 
-__all__ = ["Abandoned", "Budget", "FORK_JOIN", "Forked", "reporting_to", "Progress", "ProgressCallback", "abandoned", "command_deadline", "earliest", "in_forked_worker",
+__all__ = ["Abandoned", "Budget", "FORK_JOIN", "Forked", "reporting_to", "Progress", "ProgressCallback", "abandoned", "command_deadline", "earliest", "may_fork_helpers", "pool_worker",
            "interrupted", "interrupted_before_output", "interruptible", "may_abandon", "offer_partial",
            "output_started", "forked_child", "withdraw_stop", "past", "register_child", "request_stop", "restore_handler", "run_abandonable",
            "set_command_deadline", "set_result_fd", "stop_requested", "time_left", "unregister_child",

@@ -50,6 +50,8 @@ def _layers(net, lo, hi, root, workers: int, cut_rounds: int = 0):
 
 class _CountForks:
     def __init__(self, monkeypatch):
+        monkeypatch.setattr(lp_mod, "SHARE_SECONDS", 0.0)  # (this small net's LPs take milliseconds)
+        monkeypatch.setattr(lp_mod, "may_fork_helpers", lambda: True)  # (whatever ran before in this process)
         self.n = 0
         real = lp_mod.Forked
 
@@ -104,6 +106,22 @@ def test_a_failed_worker_leaves_its_neurons_to_the_parent(monkeypatch, how):
 def test_no_fork_inside_a_forked_worker(monkeypatch):
     net, lo, hi, root, _ = _case(3)
     forks = _CountForks(monkeypatch)
-    monkeypatch.setattr(lp_mod, "in_forked_worker", lambda: True)
+    monkeypatch.setattr(lp_mod, "may_fork_helpers", lambda: False)  # (a worker: `pool_worker` ran)
     _layers(net, lo, hi, root, workers=2)
     assert forks.n == 0
+
+
+def _may_fork(index, item):  # (a batch task: runs in the pool's spawned workers)
+    from solvers.runtime import may_fork_helpers
+
+    return {"may_fork": may_fork_helpers()}
+
+
+def test_batch_pool_workers_fork_no_helpers(tmp_path):
+    """A batch's pool workers share the machine: their LP stages stay in one process each."""
+    from certify.batch import run_batch
+    from solvers.runtime import may_fork_helpers
+
+    assert may_fork_helpers()  # (this process may: the pytest worker is not marked)
+    rows = run_batch(_may_fork, [0, 1], workers=2, progress=False)
+    assert [r["may_fork"] for r in sorted(rows, key=lambda r: r["index"])] == [False, False]

@@ -105,7 +105,7 @@ def local_lipschitz(
         splits = (opts.method == "bab" and free <= INPUT_SPLIT_DIM) or _auto_bab(opts, box, question)
         nb = network_bounds(net, np.array(box.lo), np.array(box.hi), opts.bounds,  # type: ignore[arg-type]
                             lp_deadline=budget.stage(0.05 if splits else 0.25),
-                            lp_cuts=LP_CUTS if free > AUTO_BAB_INPUTS else 0)
+                            lp_cuts=LP_CUTS if free > AUTO_BAB_INPUTS else 0, lp_workers=2)  # (nothing else runs yet)
         search = WitnessSearch(net, box, question, budget)
         search.sample()
         fast = fast_upper(net, nb, question, budget.deadline)

@@ -28,10 +28,12 @@ from ..lp import MilpBuilder, SafeLp, encode_relu_network
 from ..lp.relu import constrain_phases, extend_relu_network
 from ..lp.relu_cuts import solve_with_cuts
 from ..phases import UNSTABLE, phases
-from ..runtime import Forked, die_with_parent, forkable_cores, forked_child, in_forked_worker, past, reporting_to
+from ..runtime import Forked, die_with_parent, forked_child, may_fork_helpers, past, reporting_to
 
 PROBE = 8  # neurons of a layer whose gain decides whether its LPs go on (`min_gain`)
-SHARE_MIN = 8  # neurons left after the probe below which a layer's LPs stay in one process
+# a layer's LPs after the probe go to two processes when they would take this long in one (at the
+# probe's pace): a fork and the worker's own LP cost tens of milliseconds on a 784-input net
+SHARE_SECONDS = 0.25
 JOIN = 1.0     # seconds past the deadline (or a stop) a worker gets to report before it is ended
 POLL = 0.05
 
@@ -136,12 +138,13 @@ class LayerLps:
                 out.append((int(i), *one(i)))
             return out
 
-        gains = []
+        gains, t0 = [], time.perf_counter()
         for i, l, u in run(unstable[:PROBE]):
             l_j[i], u_j[i] = l, u
             gains.append(float(l >= 0 or u <= 0))
         rest = unstable[PROBE:] if len(gains) == PROBE and np.mean(gains) >= min_gain else unstable[:0]
-        done_rest, there = share_neurons(rest, run, fresh, workers, deadline)
+        pace = (time.perf_counter() - t0) / max(len(gains), 1)
+        done_rest, there = share_neurons(rest, run, fresh, workers if pace * len(rest) >= SHARE_SECONDS else 1, deadline)
         for i, l, u in done_rest:
             l_j[i], u_j[i] = max(l_j[i], l), min(u_j[i], u)
         return l_j, u_j, lps[0].solves + there
@@ -151,11 +154,11 @@ def share_neurons(neurons: np.ndarray, run: Callable[[np.ndarray], list], fresh:
                   deadline: float | None) -> tuple[list, int]:
     """`run(neurons)` (a list of (neuron, lower, upper)) on this process and one forked worker,
     every other neuron each: the results of both and the worker's LP count. The worker first calls
-    `fresh()` for an LP of its own. One process when `workers` < 2, the neurons are fewer than
-    SHARE_MIN, fork is unavailable or this is already a forked worker. A worker that fails, dies,
+    `fresh()` for an LP of its own. One process when `workers` < 2, or this process may not fork
+    helpers (`solvers.runtime.may_fork_helpers`: no fork, one core, or a worker itself). A worker that fails, dies,
     or has not reported JOIN seconds after the deadline or a stop leaves its neurons to this
     process (which runs them while time is left; the bounds not reached stay as they were)."""
-    if workers < 2 or len(neurons) < SHARE_MIN or forkable_cores() < 2 or in_forked_worker():
+    if workers < 2 or len(neurons) < 2 or not may_fork_helpers():
         return run(neurons), 0
     from multiprocessing.connection import Pipe  # (lazy: most calls never fork)
 

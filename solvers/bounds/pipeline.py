@@ -64,17 +64,20 @@ def network_bounds(
     lp_deadline: float | None = None,
     lp_output: bool = False,
     lp_cuts: int = 0,
+    lp_workers: int = 1,
     fixed: list[np.ndarray] | None = None,
     prior: Bounds | None = None,
 ) -> Bounds | None:
     """Sound pre-activation bounds of every ReLU layer of `net` over lo <= x <= hi: `bound_boxes`
-    for a batch of one box with `BoundOptions(method, lp_deadline=..., lp_output=..., lp_cuts=...)`.
+    for a batch of one box with `BoundOptions(method, lp_deadline=..., lp_output=..., lp_cuts=...,
+    lp_workers=...)`.
 
     Branch-and-bound nodes pass `fixed` (per ReLU layer: +1 neuron assumed active, -1 inactive,
     0 free) and `prior` (the parent's bounds, intersected layer by layer): the bounds then hold
     on the part of the box where the fixed phases hold, and None means that part is empty.
     """
-    options = BoundOptions(method=method, lp_deadline=lp_deadline, lp_output=lp_output, lp_cuts=lp_cuts)
+    options = BoundOptions(method=method, lp_deadline=lp_deadline, lp_output=lp_output, lp_cuts=lp_cuts,
+                           lp_workers=lp_workers)
     lo = np.asarray(lo, dtype=np.float64)
     hi = np.asarray(hi, dtype=np.float64)
     if lo.shape != (net.input_dim,) or hi.shape != (net.input_dim,) or np.any(lo > hi):
