@@ -154,8 +154,20 @@ def pool_worker() -> None:
 
 
 def may_fork_helpers() -> bool:
-    """May this process fork a helper onto another core (not a worker itself, fork and 2+ cores)?"""
-    return not _SHARED_CORES and forkable_cores() >= 2
+    """May this process fork a helper onto another core (not a worker itself, no `cores_taken`
+    block running, fork and 2+ cores)?"""
+    return not _SHARED_CORES and not _CORES_TAKEN and forkable_cores() >= 2
+
+
+@contextlib.contextmanager
+def cores_taken() -> Iterator[None]:
+    """While this block runs another process works on the other cores (auto's race): no helpers."""
+    global _CORES_TAKEN
+    _CORES_TAKEN += 1
+    try:
+        yield
+    finally:
+        _CORES_TAKEN -= 1
 
 
 def forkable_cores() -> int:
@@ -247,6 +259,7 @@ def stop_reason() -> str:
 _WATCHDOG: "_Watchdog | None" = None
 _CHILDREN: set = set()
 _SHARED_CORES = False  # set in worker processes (`pool_worker`)
+_CORES_TAKEN = 0  # `cores_taken` blocks running
 _ABANDONED = threading.Event()
 _OUTPUT = threading.Event()
 
@@ -551,7 +564,7 @@ class Progress:
 
 ProgressCallback = Callable[[Progress], None]
 
-__all__ = ["Abandoned", "Budget", "FORK_JOIN", "Forked", "reporting_to", "Progress", "ProgressCallback", "abandoned", "command_deadline", "earliest", "may_fork_helpers", "pool_worker",
+__all__ = ["Abandoned", "Budget", "FORK_JOIN", "Forked", "reporting_to", "Progress", "ProgressCallback", "abandoned", "command_deadline", "cores_taken", "earliest", "may_fork_helpers", "pool_worker",
            "interrupted", "interrupted_before_output", "interruptible", "may_abandon", "offer_partial",
            "output_started", "forked_child", "withdraw_stop", "past", "register_child", "request_stop", "restore_handler", "run_abandonable",
            "set_command_deadline", "set_result_fd", "stop_requested", "time_left", "unregister_child",

@@ -23,7 +23,7 @@ import certify
 from certify.lipschitz import local
 from certify.lipschitz.race import CHILD_DELAY, race_possible
 from models.ir import sequential
-from solvers.runtime import interrupted, past
+from solvers.runtime import forkable_cores, interrupted, past
 from tests.lipschitz_oracles import exact_lipschitz, random_weights
 
 pytestmark = pytest.mark.skipif(not race_possible(cores=1), reason="the race needs fork (Linux)")
@@ -107,6 +107,25 @@ def test_tree_side_wins_when_the_milp_is_crippled(monkeypatch, exact):
     assert cert.race["winner"] == "bab" and cert.method == "bab", cert.notes
     assert cert.status == "optimal" and _brackets(cert, exact)
     assert _no_children()
+
+
+def test_the_parent_side_forks_no_lp_helpers_while_the_child_runs(monkeypatch, exact):
+    """The child's MILP has the other core: the parent's side may not fork LP helpers meanwhile
+    (`solvers.runtime.cores_taken`); after the race it may again."""
+    from solvers.runtime import may_fork_helpers
+
+    seen = []
+    real = local.bab_certificate
+
+    def spy(*a, **k):
+        seen.append(may_fork_helpers())
+        return real(*a, **k)
+
+    monkeypatch.setattr(local, "bab_certificate", spy)
+    cert = certify.local_lipschitz(sequential(W), np.zeros(2), 1.0, time_limit=30, race="on")
+    assert _brackets(cert, exact)
+    assert seen == [False], cert.notes
+    assert may_fork_helpers() == (forkable_cores() >= 2)
 
 
 @pytest.mark.parametrize("how, said", [("exit", "exit code 3"), ("memory", "MemoryError")])

@@ -125,3 +125,15 @@ def test_batch_pool_workers_fork_no_helpers(tmp_path):
     assert may_fork_helpers()  # (this process may: the pytest worker is not marked)
     rows = run_batch(_may_fork, [0, 1], workers=2, progress=False)
     assert [r["may_fork"] for r in sorted(rows, key=lambda r: r["index"])] == [False, False]
+
+
+def test_no_helpers_while_another_process_has_the_cores():
+    from solvers.runtime import cores_taken, may_fork_helpers
+
+    assert may_fork_helpers()
+    with cores_taken():
+        assert not may_fork_helpers()
+        with cores_taken():
+            assert not may_fork_helpers()
+        assert not may_fork_helpers()
+    assert may_fork_helpers()

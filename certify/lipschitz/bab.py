@@ -251,7 +251,8 @@ class LipschitzBab:
             pre_hi = [p[b].copy() for p in batch.pre_hi]
             lps = LayerLps(self.blocks, n.lo, n.hi, split=list(n.fixed))
             for j in range(n.layer + 1, K):
-                l, u, _ = lps.tighten(pre_lo[: j + 1], pre_hi[: j + 1], j, deadline=self._deadline(), min_gain=COUPLE_MIN_GAIN)
+                l, u, _ = lps.tighten(pre_lo[: j + 1], pre_hi[: j + 1], j, deadline=self._deadline(), min_gain=COUPLE_MIN_GAIN,
+                                      workers=2)  # (a layer's LPs that take a while go to both cores)
                 (pre_lo[j],), (pre_hi[j],) = clamp_splits([l], [u], [n.fixed[j]])
                 if np.any(pre_lo[j] > pre_hi[j]):
                     batch.empty[b] = True

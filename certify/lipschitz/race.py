@@ -32,8 +32,8 @@ from typing import Callable
 
 import numpy as np
 
-from solvers.runtime import (Budget, Progress, die_with_parent, forkable_cores, forked_child, interrupted, past, request_stop,
-                             withdraw_stop)
+from solvers.runtime import (Budget, Progress, cores_taken, die_with_parent, forkable_cores, forked_child, interrupted,
+                             past, request_stop, withdraw_stop)
 
 from .certificate import LipschitzCertificate
 from .options import DEFAULT_MIP_GAP
@@ -145,7 +145,8 @@ class Race:
         listener = threading.Thread(target=self._listen, args=(receive,), name="certify-race", daemon=True)
         listener.start()
         try:
-            cert = parent_side()
+            with cores_taken():  # (the child's MILP has the other core: no LP helpers forked here)
+                cert = parent_side()
             self._finish(cert, listener, child)
         finally:
             self._done.set()
