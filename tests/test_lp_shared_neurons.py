@@ -137,3 +137,26 @@ def test_no_helpers_while_another_process_has_the_cores():
             assert not may_fork_helpers()
         assert not may_fork_helpers()
     assert may_fork_helpers()
+
+
+def test_an_error_here_ends_the_worker(monkeypatch):
+    """This process's half raising (e.g. out of memory) still ends and reaps the worker."""
+    forks = _CountForks(monkeypatch)
+    ended = []
+    parent = os.getpid()
+
+    def run(neurons):
+        if os.getpid() == parent:
+            raise MemoryError("no room here")
+        return [(int(i), 0.0, 1.0) for i in neurons]
+
+    class Fresh:
+        solves = 0
+
+    import solvers.runtime as rt
+
+    real = rt.Forked.end
+    monkeypatch.setattr(rt.Forked, "end", lambda self: (ended.append(self.pid), real(self))[1])
+    with pytest.raises(MemoryError):
+        lp_mod.share_neurons(np.arange(10), run, lambda: Fresh(), 2, None)
+    assert forks.n == 1 and len(ended) == 1

@@ -155,9 +155,10 @@ def share_neurons(neurons: np.ndarray, run: Callable[[np.ndarray], list], fresh:
     """`run(neurons)` (a list of (neuron, lower, upper)) on this process and one forked worker,
     every other neuron each: the results of both and the worker's LP count. The worker first calls
     `fresh()` for an LP of its own. One process when `workers` < 2, or this process may not fork
-    helpers (`solvers.runtime.may_fork_helpers`: no fork, one core, or a worker itself). A worker that fails, dies,
-    or has not reported JOIN seconds after the deadline or a stop leaves its neurons to this
-    process (which runs them while time is left; the bounds not reached stay as they were)."""
+    helpers (`solvers.runtime.may_fork_helpers`: no fork, one core, or a worker itself). A worker
+    that fails, dies, or has not reported JOIN seconds after the deadline or a stop leaves its
+    neurons to this process (which runs them while time is left; the bounds not reached stay as
+    they were)."""
     if workers < 2 or len(neurons) < 2 or not may_fork_helpers():
         return run(neurons), 0
     from multiprocessing.connection import Pipe  # (lazy: most calls never fork)
@@ -171,9 +172,9 @@ def share_neurons(neurons: np.ndarray, run: Callable[[np.ndarray], list], fresh:
         send.close()
         return run(neurons), 0
     send.close()
-    out = run(mine)
     msg: tuple = ()
-    try:
+    try:  # (whatever this process's half raises, the worker is ended)
+        out = run(mine)
         stop_at: float | None = None
         while not msg:
             if receive.poll(POLL):
