@@ -341,6 +341,57 @@ def reporting_to(conn) -> Iterator[None]:
             conn.close()
 
 
+REPORT_JOIN = 1.0  # seconds a reporting worker gets after its stop (deadline, stop request) to report
+
+
+class ReportingWorker:
+    """One forked worker `target(conn, *args)` that sends one message on `conn` (its body runs
+    under `reporting_to`), and the parent's side of that pipe. Raises OSError when the fork fails.
+    `take` reads the message without waiting long, `wait` until it comes, the worker ends without
+    one (("gone",)) or the time is up (("late",)); `close` ends and reaps the worker."""
+
+    def __init__(self, target: Callable[..., None], args: tuple) -> None:
+        from multiprocessing.connection import Pipe  # (lazy: most commands never fork a worker)
+
+        self.receive, send = Pipe(duplex=False)
+        try:
+            self.proc = Forked(target, (send,) + tuple(args))
+        except OSError:
+            self.receive.close()
+            send.close()
+            raise
+        send.close()
+        self.msg: tuple | None = None
+
+    def take(self, timeout: float = 0.0) -> tuple | None:
+        """The worker's message if it came within `timeout` seconds (("gone",) on a closed pipe)."""
+        if self.msg is None and self.receive.poll(timeout):
+            try:
+                self.msg = self.receive.recv()
+            except (EOFError, OSError):  # ended without a word
+                self.msg = ("gone",)
+        return self.msg
+
+    def wait(self, end: float | None = None, stop: Callable[[], bool] = lambda: False) -> tuple:
+        """The worker's message, waited for until `end` (None: no limit) or REPORT_JOIN seconds after
+        `stop()` first returns true (then ("late",)); ("gone",) when the worker ended without one."""
+        stopping = False
+        while self.take(POLL_SECONDS) is None:
+            now = time.perf_counter()
+            if not self.proc.alive():
+                self.msg = self.take(POLL_SECONDS) or ("gone",)
+            elif not stopping and stop():
+                stopping, end = True, min(math.inf if end is None else end, now + REPORT_JOIN)
+            elif end is not None and now > end:
+                self.msg = ("late",)
+        return self.msg
+
+    def close(self) -> None:
+        self.proc.end()
+        with contextlib.suppress(Exception):
+            self.receive.close()
+
+
 def kill_children() -> None:
     """Stop solver subprocesses and worker processes before an `os._exit` (which would orphan them)."""
     for proc in list(_CHILDREN):

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import solvers.bounds.lp as lp_mod
+import solvers.runtime as rt
 from models.ir import sequential
 from solvers.bounds import network_bounds, relu_blocks
 from solvers.bounds.lp import LayerLps
@@ -53,13 +54,14 @@ class _CountForks:
         monkeypatch.setattr(lp_mod, "SHARE_SECONDS", 0.0)  # (this small net's LPs take milliseconds)
         monkeypatch.setattr(lp_mod, "may_fork_helpers", lambda: True)  # (whatever ran before in this process)
         self.n = 0
-        real = lp_mod.Forked
+        counter = self
 
-        def forked(*a, **k):
-            self.n += 1
-            return real(*a, **k)
+        class Counted(rt.Forked):
+            def __init__(self, *a, **k):
+                counter.n += 1
+                super().__init__(*a, **k)
 
-        monkeypatch.setattr(lp_mod, "Forked", forked)
+        monkeypatch.setattr(rt, "Forked", Counted)  # (the worker is a `runtime.ReportingWorker`)
 
 
 @pytest.mark.parametrize("cut_rounds", [0, 1])
@@ -152,8 +154,6 @@ def test_an_error_here_ends_the_worker(monkeypatch):
 
     class Fresh:
         solves = 0
-
-    import solvers.runtime as rt
 
     real = rt.Forked.end
     monkeypatch.setattr(rt.Forked, "end", lambda self: (ended.append(self.pid), real(self))[1])

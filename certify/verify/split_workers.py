@@ -24,15 +24,13 @@ from typing import Callable
 
 import numpy as np
 
-from solvers.runtime import (Forked, die_with_parent, forkable_cores, forked_child, interrupted, reporting_to,
-                             stop_requested)
+from solvers.runtime import (REPORT_JOIN, ReportingWorker, die_with_parent, forkable_cores, forked_child, interrupted,
+                             reporting_to, stop_requested)
 
 from .search import EXHAUSTED, SAT, SPLIT, TIMEOUT, UNSAT, SearchOutcome
 
 SPLIT_AFTER = 2.0  # seconds of search before the open nodes are shared
 SPLIT_OPEN = 8     # open nodes needed to share them
-POLL = 0.05
-JOIN = 1.0         # seconds after its stop (deadline, counterexample here) a worker gets to report
 
 
 def split_rule(workers: int) -> Callable[[int, int, float], bool] | None:
@@ -62,50 +60,34 @@ def _worker(conn, search, entries: list, deadline: float, halt, parent: int) -> 
 def search_halves(search, split: SearchOutcome, deadline: float) -> SearchOutcome:
     """Search the open entries of `split` (status SPLIT) on this process and one forked worker."""
     from multiprocessing import Value
-    from multiprocessing.connection import Pipe
 
     entries, closed = split.split
     mine, theirs = _deal(entries)
     search.memory_cap /= 2  # (each process keeps its own open nodes)
     halt = Value("b", 0)
-    receive, send = Pipe(duplex=False)
-    proc: Forked | None = None
-    try:
-        proc = Forked(_worker, (send, search, theirs, deadline, halt, os.getpid()))
-    except OSError:
-        receive.close()
-    send.close()
+    worker: ReportingWorker | None = None
+    with contextlib.suppress(OSError):  # (no fork: this process searches both halves)
+        worker = ReportingWorker(_worker, (search, theirs, deadline, halt, os.getpid()))
     msg: tuple | None = None
 
-    def take(timeout: float = 0.0) -> None:
-        nonlocal msg
-        if msg is None and proc is not None and receive.poll(timeout):
-            try:
-                msg = receive.recv()
-            except (EOFError, OSError):  # the worker ended without a word
-                msg = ("gone",)
-
     def worker_sat() -> bool:  # polled every round here: a counterexample there ends this half
-        take()
-        return msg is not None and msg[0] == "done" and msg[7] is not None
+        m = worker.take() if worker is not None else None
+        return m is not None and m[0] == "done" and m[7] is not None
 
-    here = search.search_entries(mine, deadline, interrupt=worker_sat)
     try:
-        if proc is not None:
-            end = max(deadline + search.bound_grace, time.perf_counter()) + JOIN
-            while msg is None and time.perf_counter() < end:
-                if here.status == SAT or interrupted() or stop_requested():  # the worker stops too
+        here = search.search_entries(mine, deadline, interrupt=worker_sat)
+        if worker is not None:
+
+            def stop() -> bool:  # the worker stops too
+                if here.status == SAT or interrupted() or stop_requested():
                     halt.value = 1
-                    end = min(end, time.perf_counter() + JOIN)
-                take(POLL)
-                if msg is None and not proc.alive():
-                    take(POLL)
-                    msg = msg or ("gone",)
+                    return True
+                return False
+
+            msg = worker.wait(max(deadline + search.bound_grace, time.perf_counter()) + REPORT_JOIN, stop)
     finally:
-        if proc is not None:
-            proc.end()
-            with contextlib.suppress(Exception):
-                receive.close()
+        if worker is not None:
+            worker.close()
     notes = [f"ReLU splitting on 2 processes after {split.nodes} node(s): {len(entries)} open subtrees shared"]
     there: SearchOutcome | None = None
     if msg is not None and msg[0] == "done":
@@ -122,7 +104,9 @@ def search_halves(search, split: SearchOutcome, deadline: float) -> SearchOutcom
             _replay(search, x)
         there = SearchOutcome(status, None, nodes, upper, open_nodes, depth)
     elif search.cex is None and not interrupted():
-        why = "its fork failed" if proc is None else ("it failed: " + msg[1] if msg and msg[0] == "error" else "it ended early")
+        kind = msg[0] if msg else None
+        why = ("its fork failed" if worker is None else f"it failed: {msg[1]}" if kind == "error"
+               else "it did not report in time" if kind == "late" else "it ended early")
         notes.append(f"the worker's half was searched here ({why})")
         there = search.search_entries(theirs, deadline)
     if search.cex is not None:

@@ -28,14 +28,12 @@ from ..lp import MilpBuilder, SafeLp, encode_relu_network
 from ..lp.relu import constrain_phases, extend_relu_network
 from ..lp.relu_cuts import solve_with_cuts
 from ..phases import UNSTABLE, phases
-from ..runtime import Forked, die_with_parent, forked_child, may_fork_helpers, past, reporting_to
+from ..runtime import ReportingWorker, die_with_parent, forked_child, may_fork_helpers, past, reporting_to
 
 PROBE = 8  # neurons of a layer whose gain decides whether its LPs go on (`min_gain`)
 # a layer's LPs after the probe go to two processes when they would take this long in one (at the
 # probe's pace): a fork and the worker's own LP cost tens of milliseconds on a 784-input net
 SHARE_SECONDS = 0.25
-JOIN = 1.0     # seconds past the deadline (or a stop) a worker gets to report before it is ended
-POLL = 0.05
 
 
 def lp_tighten_layer(
@@ -156,41 +154,21 @@ def share_neurons(neurons: np.ndarray, run: Callable[[np.ndarray], list], fresh:
     every other neuron each: the results of both and the worker's LP count. The worker first calls
     `fresh()` for an LP of its own. One process when `workers` < 2, or this process may not fork
     helpers (`solvers.runtime.may_fork_helpers`: no fork, one core, or a worker itself). A worker
-    that fails, dies, or has not reported JOIN seconds after the deadline or a stop leaves its
+    that fails, dies, or has not reported `runtime.REPORT_JOIN` seconds after the deadline or a stop leaves its
     neurons to this process (which runs them while time is left; the bounds not reached stay as
     they were)."""
     if workers < 2 or len(neurons) < 2 or not may_fork_helpers():
         return run(neurons), 0
-    from multiprocessing.connection import Pipe  # (lazy: most calls never fork)
-
     mine, theirs = neurons[0::2], neurons[1::2]
-    receive, send = Pipe(duplex=False)
     try:
-        proc = Forked(_neuron_worker, (send, run, fresh, theirs, os.getpid()))
+        worker = ReportingWorker(_neuron_worker, (run, fresh, theirs, os.getpid()))
     except OSError:
-        receive.close()
-        send.close()
         return run(neurons), 0
-    send.close()
-    msg: tuple = ()
     try:  # (whatever this process's half raises, the worker is ended)
         out = run(mine)
-        stop_at: float | None = None
-        while not msg:
-            if receive.poll(POLL):
-                try:
-                    msg = receive.recv()
-                except (EOFError, OSError):  # ended without a word
-                    msg = ("gone",)
-            elif not proc.alive() and not receive.poll(POLL):
-                msg = ("gone",)
-            elif stop_at is None and past(deadline):
-                stop_at = time.perf_counter()
-            elif stop_at is not None and time.perf_counter() > stop_at + JOIN:
-                msg = ("late",)
+        msg = worker.wait(stop=lambda: past(deadline))
     finally:
-        proc.end()
-        receive.close()
+        worker.close()
     if msg[0] == "done":
         return out + msg[1], msg[2]
     return out + run(theirs), 0
