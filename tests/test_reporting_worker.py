@@ -58,7 +58,8 @@ def _run(target, *args, end=None, stop=lambda: False):
 def test_a_message_is_returned_and_the_worker_reaped():
     msg, _, worker = _run(_sends, [1, 2, 3])
     assert msg == ("done", [1, 2, 3])
-    assert worker.proc.code == 0 and _reaped(worker)
+    # (ended by `close` if it had not exited yet after sending: 0 or SIGTERM's -15)
+    assert worker.proc.code in (0, -15) and _reaped(worker)
 
 
 def test_an_error_in_the_worker_comes_as_one_line():
