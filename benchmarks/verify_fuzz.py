@@ -1,6 +1,6 @@
 """Soundness fuzz of ReLU-split verification with its two-process paths forced on.
 
-    python -m benchmarks.verify_fuzz [--cases 300] [--seed 0] [--timeout 20]
+    python -m benchmarks.verify_fuzz [--cases 400] [--seed 0] [--timeout 20]
 
 Random small nets and box properties whose exact unsafe margin lands near 0 (the property maker
 of `tests/test_verify_soundness.py`), decided by `certify.verify` with ReLU splitting
@@ -36,7 +36,7 @@ SIZES = [(4, 8, 8, 2), (6, 8, 6, 2), (5, 10, 6, 3), (3, 6, 6, 6, 2), (4, 10, 8, 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cases", type=int, default=300)
+    ap.add_argument("--cases", type=int, default=400)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=20.0)
     ap.add_argument("--out", default=str(RESULTS / "verify_fuzz.csv"))
