@@ -10,9 +10,10 @@ the search shares its open subtrees with a forked worker at its first round with
 processes after a probe of 2 neurons, whatever the probe gained (`solvers.bounds.lp.SHARE_SECONDS`,
 `PROBE`, `relu_split.ROOT_LP_MIN_GAIN`; the refined root's LPs run where the first root bound leaves
 a property open). The oracle is exact region enumeration
-(`tests.vnnlib_oracle.exact_max_margin`, one LP per activation region); a counterexample must make
-the oracle's own VNNLIB evaluator true. A case is wrong when `unsat` meets an exact margin >= 0,
-`sat` a margin < 0 or a point the evaluator rejects, or the certified interval misses the margin.
+(`tests.vnnlib_oracle.exact_max_margin`, one LP per activation region), and a case is wrong where
+`tests.vnnlib_oracle.disagreements` says so (as in the tests): `unsat` with an exact margin >= 0,
+`sat` with a margin < 0 or a point the oracle's own VNNLIB evaluator rejects, or the certified
+interval missing the margin.
 
 Writes results/verify_fuzz.csv (one row per case) and prints the counts.
 """
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     from certify.verify import parse_vnnlib, verify
     from models.zoo import random_relu_net
     from tests.test_verify_soundness import _property
-    from tests.vnnlib_oracle import exact_max_margin, unsafe_by_oracle
+    from tests.vnnlib_oracle import disagreements, exact_max_margin
 
     split_workers.SPLIT_AFTER, split_workers.SPLIT_OPEN = 0.0, 2
     lp.SHARE_SECONDS, lp.PROBE, relu_split.ROOT_LP_MIN_GAIN = 0.0, 2, 0.0
@@ -72,19 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         t0, shared0 = time.perf_counter(), shared_lps[0]
         res = verify(net, parse_vnnlib(text), timeout=args.timeout, seed=seed, max_split_dims=0, attack_seconds=0.0)
         seconds = time.perf_counter() - t0
-        why = []
-        if res.upper is not None and res.upper < exact - TOL:
-            why.append("upper below the exact margin")
-        if res.lower is not None and res.lower > exact + TOL:
-            why.append("lower above the exact margin")
-        if res.result == "unsat" and exact >= TOL:
-            why.append("unsat with a reachable unsafe margin")
-        if res.result == "sat":
-            x = np.asarray(res.counterexample["x"], dtype=np.float64)
-            if not (np.all(x >= lo) and np.all(x <= hi) and unsafe_by_oracle(text, x, net.forward(x))):
-                why.append("counterexample not unsafe")
-            if exact < -TOL:
-                why.append("sat with a negative exact margin")
+        why = disagreements(res, exact, text, net, lo, hi, TOL)
         wrong += bool(why)
         notes = " | ".join(res.notes)
         rows.append({"case": case, "seed": seed, "sizes": "-".join(map(str, sizes)), "regions": regions,

@@ -615,7 +615,7 @@ class Progress:
 
 ProgressCallback = Callable[[Progress], None]
 
-__all__ = ["Abandoned", "Budget", "FORK_JOIN", "Forked", "reporting_to", "Progress", "ProgressCallback", "abandoned", "command_deadline", "cores_taken", "earliest", "may_fork_helpers", "pool_worker",
+__all__ = ["Abandoned", "Budget", "FORK_JOIN", "Forked", "REPORT_JOIN", "ReportingWorker", "reporting_to", "Progress", "ProgressCallback", "abandoned", "command_deadline", "cores_taken", "earliest", "may_fork_helpers", "pool_worker",
            "interrupted", "interrupted_before_output", "interruptible", "may_abandon", "offer_partial",
            "output_started", "forked_child", "withdraw_stop", "past", "register_child", "request_stop", "restore_handler", "run_abandonable",
            "set_command_deadline", "set_result_fd", "stop_requested", "time_left", "unregister_child",

@@ -138,3 +138,24 @@ def exact_max_margin(net, lo, hi, G, H, d) -> tuple[float, int]:
         if res.status == 0:
             best = max(best, -res.fun)
     return best, count
+
+
+def disagreements(res, exact: float, text: str, net, lo, hi, tol: float = 1e-6) -> list[str]:
+    """How a verification result `res` contradicts the exact maximum unsafe margin `exact` (of
+    `exact_max_margin`) and the property `text`: its interval missing the margin, `unsat` with a
+    reachable unsafe point, `sat` with a negative margin or a counterexample outside the box or
+    that the formula evaluator above finds safe. Empty when it agrees (`tol`: the LPs' tolerance)."""
+    why = []
+    if res.upper is not None and res.upper < exact - tol:
+        why.append(f"upper {res.upper} below the exact margin {exact}")
+    if res.lower is not None and res.lower > exact + tol:
+        why.append(f"lower {res.lower} above the exact margin {exact}")
+    if res.result == "unsat" and exact >= tol:
+        why.append(f"unsat with a reachable unsafe margin {exact}")
+    if res.result == "sat":
+        x = np.asarray(res.counterexample["x"], dtype=np.float64)
+        if not (np.all(x >= lo) and np.all(x <= hi) and unsafe_by_oracle(text, x, net.forward(x))):
+            why.append("counterexample not unsafe")
+        if exact < -tol:
+            why.append(f"sat with a negative exact margin {exact}")
+    return why
