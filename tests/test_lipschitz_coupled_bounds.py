@@ -1,7 +1,8 @@
-"""Phase splits coupled with the input in the Lipschitz tree's node bounds (`LayerLps`,
-`lp_tighten_layer(split=)`, `LipschitzBab._couple`). Oracles: the forward pass of sampled points of the box that satisfy the
-split phases (every such point's pre-activations must lie in the bounds; none may exist when the
-bounds call the node empty) and the brute-force region enumeration
+"""Phase splits coupled with the input in the Lipschitz tree's node bounds (`LipschitzBab._couple`:
+Lagrangian dual bounds, `solvers.bounds.beta.split_layer_bounds`) and in the LPs with split rows
+(`LayerLps`, `lp_tighten_layer(split=)`). Oracles: the forward pass of sampled points of the box
+that satisfy the split phases (every such point's pre-activations must lie in the bounds; none may
+exist when the bounds call the node empty) and the brute-force region enumeration
 (`tests.lipschitz_oracles.exact_lipschitz`)."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import certify
 import certify.lipschitz.bab as bab
 from models.ir import sequential
 from solvers.bounds import network_bounds, relu_blocks
+from solvers.bounds.beta import clamp_splits, split_layer_bounds
 from solvers.bounds.lp import LayerLps, lp_tighten_layer
 from tests.lipschitz_oracles import exact_lipschitz, random_weights
 
@@ -132,17 +134,100 @@ def test_extended_layer_lps_bound_like_fresh_encodings(seed, cut_rounds):
         lps.tighten(pre_lo, pre_hi, 1)
 
 
+def _dual_coupled(net, lo, hi, fixed, node, split: bool = True, iterations: int = 30):
+    """The layers below the first split re-bounded by `split_layer_bounds` (a batch of one node, as
+    the tree does it), with or without the split phases as constraints (without: the same clamped
+    bounds, no multipliers); None when they prove the node empty."""
+    blocks = relu_blocks(net)
+    phases = [f[None] if split else np.zeros((1, f.size)) for f in fixed]
+    pre_lo, pre_hi = clamp_splits([a[None].copy() for a in node.pre_lo], [a[None].copy() for a in node.pre_hi],
+                                  [f[None] for f in fixed])
+    for j in range(1, len(blocks) - 1):
+        l, u = split_layer_bounds(blocks, lo[None], hi[None], pre_lo, pre_hi, phases, j, iterations)
+        (pre_lo[j],), (pre_hi[j],) = clamp_splits([l], [u], [fixed[j][None]])
+        if np.any(pre_lo[j] > pre_hi[j]):
+            return None
+    return [a[0] for a in pre_lo], [a[0] for a in pre_hi]
+
+
+@given(seed=st.integers(0, 100_000), iterations=st.sampled_from([0, 3, 30]))
+@settings(max_examples=40, deadline=None)
+def test_dual_split_bounds_keep_every_point_where_the_phases_hold(seed, iterations):
+    """Whatever the optimiser reached (0 steps: CROWN's slopes, no multipliers), the bounds are sound."""
+    w, net, lo, hi, fixed, node, zs, inside = _split_case(seed)
+    if node is None:
+        assert not inside.any()
+        return
+    out = _dual_coupled(net, lo, hi, fixed, node, iterations=iterations)
+    if out is None:
+        assert not inside.any(), "a split with sampled points was called empty"
+        return
+    for z, l, u in zip(zs, *out):
+        tol = 1e-9 * (1 + np.abs(z).max())
+        assert np.all(z[inside] >= l - tol) and np.all(z[inside] <= u + tol)
+
+
+def test_dual_split_constraints_tighten_the_layers_below():
+    """Over 20 random splits the phases' multipliers make the bounds strictly tighter somewhere or
+    prove the split empty. (Not everywhere: the slopes are optimised along with the multipliers,
+    and the steps may end elsewhere than without them.)"""
+    tighter = 0
+    for seed in range(20):
+        _, net, lo, hi, fixed, node, _, inside = _split_case(seed)
+        if node is None:
+            continue
+        plain, coupled = _dual_coupled(net, lo, hi, fixed, node, split=False), _dual_coupled(net, lo, hi, fixed, node)
+        if plain is None:
+            assert coupled is None and not inside.any()
+            continue
+        if coupled is None:
+            tighter += 1
+            continue
+        tighter += any(np.any(lc > lp + 1e-6) or np.any(uc < up - 1e-6) for lc, uc, lp, up in zip(*coupled, *plain))
+    assert tighter >= 5
+
+
+@pytest.mark.parametrize("floats", [None, 1])
+def test_dual_split_bounds_of_a_batch_are_each_nodes_own(monkeypatch, floats):
+    """Nodes bounded together (different boxes and phases of one net) get the bounds each gets
+    alone: the problems do not mix, also when they go in batches of one problem pair each."""
+    import solvers.bounds.beta as beta
+
+    w = random_weights([N, 6, 6, 6, 2], 7)
+    net, blocks = sequential(w), relu_blocks(sequential(w))
+    rng = np.random.default_rng(7)
+    los, his, pls, phs, fxs = [], [], [], [], []
+    for _ in range(4):
+        center = rng.uniform(-0.5, 0.5, N)
+        lo, hi = center - 0.4, center + 0.4
+        root = network_bounds(net, lo, hi, "symbolic")
+        fixed = [np.zeros(W.shape[0], dtype=np.int8) for W, _ in w[:-1]]
+        unstable = np.flatnonzero((root.pre_lo[0] < 0) & (root.pre_hi[0] > 0))
+        fixed[0][unstable[: 2]] = rng.choice([-1, 1], size=min(2, unstable.size))
+        pl, ph = clamp_splits(root.pre_lo, root.pre_hi, fixed)
+        los.append(lo), his.append(hi), pls.append(pl), phs.append(ph), fxs.append(fixed)
+    stack = lambda arrays: [np.stack(a) for a in zip(*arrays)]  # noqa: E731
+    alone = [split_layer_bounds(blocks, los[b][None], his[b][None], [a[None] for a in pls[b]],
+                                [a[None] for a in phs[b]], [f[None] for f in fxs[b]], 1) for b in range(4)]
+    if floats is not None:
+        monkeypatch.setattr(beta, "SPLIT_LAYER_FLOATS", floats)
+    l, u = split_layer_bounds(blocks, np.stack(los), np.stack(his), stack(pls), stack(phs), stack(fxs), 1)
+    assert any(np.any(l[b] > pls[b][1] + 1e-9) or np.any(u[b] < phs[b][1] - 1e-9) for b in range(4))  # (not vacuous)
+    for b, (lb, ub) in enumerate(alone):
+        assert np.allclose(l[b], lb[0], rtol=1e-6, atol=1e-9) and np.allclose(u[b], ub[0], rtol=1e-6, atol=1e-9)
+
+
 def test_tree_with_coupled_nodes_contains_the_exact_constant(monkeypatch):
     """The phase-split tree on a 10-input net closes at the exact constant, and its nodes' layers
-    were re-bounded with split rows."""
+    were re-bounded with their split phases."""
     calls = []
-    real = bab.LayerLps.tighten
+    real = bab.split_layer_bounds
 
-    def spy(self, pre_lo, pre_hi, j, *a, **k):
-        calls.append(any(np.any(s) for s in self.split[:j]))
-        return real(self, pre_lo, pre_hi, j, *a, **k)
+    def spy(blocks, lo, hi, pre_lo, pre_hi, split, j, *a, **k):
+        calls.append(any(np.any(s) for s in split[:j]))
+        return real(blocks, lo, hi, pre_lo, pre_hi, split, j, *a, **k)
 
-    monkeypatch.setattr(bab.LayerLps, "tighten", spy)
+    monkeypatch.setattr(bab, "split_layer_bounds", spy)
     w = random_weights([N, 6, 6, 2], 3)
     center = np.random.default_rng(3).uniform(-0.5, 0.5, N)
     cert = certify.local_lipschitz(sequential(w), center, 0.3, method="bab", time_limit=120)

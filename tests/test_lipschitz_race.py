@@ -282,6 +282,21 @@ def test_after_a_failed_region_stage_the_milp_closes_alone(monkeypatch, exact10)
     assert _no_children() and not interrupted()
 
 
+def test_auto_races_the_phase_splitting_tree_where_no_region_stage_goes_first(monkeypatch, exact10):
+    """Without the region stage (as on boxes with more unstable ReLUs), where the rule picks the
+    MILP on a box whose inputs the tree does not split, auto races the MILP against the tree."""
+    if not race_possible():
+        pytest.skip("one core: auto keeps its rule")
+    monkeypatch.setattr(local, "_regions_first", lambda *a: False)
+    cert = certify.local_lipschitz(sequential(W10), C10, R10, time_limit=60)
+    assert cert.race and cert.race["parent"] == "bab" and cert.race["winner"] in ("bab", "milp"), cert.notes
+    assert cert.status == "optimal" and _brackets(cert, exact10) and cert.upper <= exact10 * (1 + 2e-6)
+    assert _no_children()
+    monkeypatch.setattr(local, "AUTO_MILP_UNSTABLE", 0)  # the rule's own pick is the tree: no race
+    cert = certify.local_lipschitz(sequential(W10), C10, R10, time_limit=60)
+    assert not cert.race and cert.method == "bab" and _brackets(cert, exact10)
+
+
 def test_auto_leaves_the_input_splitting_tree_alone(exact):
     cert = certify.local_lipschitz(sequential(W), np.zeros(2), 1.0, time_limit=60)
     assert not cert.race and cert.method == "bab" and cert.status == "optimal" and _brackets(cert, exact)

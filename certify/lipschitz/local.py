@@ -110,7 +110,7 @@ def local_lipschitz(
         search.sample()
         fast = fast_upper(net, nb, question, budget.deadline)
         regions = opts.method == "auto" and _regions_first(net, nb, splits, question)
-        if _race(opts, nb, question, splits, regions):
+        if _race(opts, nb, box, question, splits, regions):
             from .race import RaceUnavailable
 
             try:
@@ -154,23 +154,25 @@ def _milp_path(net, box, question: NormQuestion, opts: LocalOptions, nb, search:
     return _certificate(box, question, opts, nb, search, plan, solves, budget, fast)
 
 
-def _race(opts: LocalOptions, nb, question: NormQuestion, splits: bool, regions: bool) -> bool:
-    """Does auto race the MILP (a child process) against the region stage (and the tree)?
+def _race(opts: LocalOptions, nb, box: Box, question: NormQuestion, splits: bool, regions: bool) -> bool:
+    """Does auto race the MILP (a child process) against the region stage or the tree?
 
-    `race="auto"`: only where the rule guesses: on boxes the MILP gets (more than
-    AUTO_BAB_INPUTS free inputs) whose region stage goes first. There neither order wins (digits
-    32-32 x0: the region stage gives up after 3 s, the MILP closes in 7 s; digits 64 x0, same 15
-    unstable ReLUs: the region stage closes in 3 s, the MILP in 23 s). Boxes whose inputs the tree
-    splits keep the tree alone: it closed every such bench question first (LipMIP's 2-input nets,
-    random 5-60-60-2), and on this shared 2-core machine a MILP process beside it only takes its
-    CPU. Never for l2 norms (their MILP is Gurobi's MIQP or an interpolation), a named back-end or
-    method, or more than RACE_MAX_UNSTABLE unstable ReLUs. `race="on"`: wherever fork exists (the
-    tree's boxes too); "off": the rule alone."""
+    `race="auto"`: only where the rule picks the MILP, on boxes whose inputs the tree does not
+    split (more than AUTO_BAB_INPUTS free inputs): against the region stage where it goes first,
+    else against the phase-splitting tree. There neither order wins (digits 32-32 x0: the region
+    stage gives up after 3 s, the MILP closes in 7 s; digits 64 x0, same 15 unstable ReLUs: the
+    region stage closes in 3 s, the MILP in 23 s; LipMIP's 10-10-10-10-10-2: the tree 4.5 s, the
+    MILP 9-10 s). Boxes whose inputs the tree splits keep the tree alone: it closed every such
+    bench question first (LipMIP's 2-input nets, random 5-60-60-2), and on this shared 2-core
+    machine a MILP process beside it only takes its CPU. Never for l2 norms (their MILP is
+    Gurobi's MIQP or an interpolation), a named back-end or method, or more than
+    RACE_MAX_UNSTABLE unstable ReLUs. `race="on"`: wherever fork exists (the tree's boxes too);
+    "off": the rule alone."""
     if opts.method != "auto" or opts.backend != "auto" or question.uses_l2 or opts.race == "off":
         return False
     if nb.num_unstable > RACE_MAX_UNSTABLE:
         return False
-    if opts.race == "auto" and (splits or not regions):
+    if opts.race == "auto" and (splits or not (regions or _method(opts, nb, box, question) == "milp")):
         return False
     from .race import race_possible  # (lazy: 4-6 ms of import that the questions never raced skip)
 
@@ -181,8 +183,8 @@ def _raced(net, box, question: NormQuestion, opts: LocalOptions, nb, search: Wit
            fast: tuple[float, str], progress, splits: bool, regions: bool) -> LipschitzCertificate:
     """auto's race (`race`): the MILP path in a forked child with one solver thread; here the region
     stage when the rule runs it, then the tree on boxes whose inputs it splits (or with no region
-    stage), else nothing: the MILP alone from there (the phase-splitting tree does not close the
-    digits MLPs in a minute where their MILP takes 7-30 s, and would take its core)."""
+    stage), else nothing: the MILP alone from there (the phase-splitting tree closes the digits
+    32-32 MLPs in 10-11 s where their MILP takes 5-7 s, and would take its core)."""
     from .race import CHILD_DELAY, Race, race_side_names
 
     live = LiveProgress(progress, search, budget)

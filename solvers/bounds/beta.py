@@ -38,6 +38,7 @@ import numpy as np
 from models.ir import Affine
 
 from ..rounding import gamma
+from ..runtime import past
 from .adam import projected_adam_step
 from .sparse import rmul, rmul_abs
 
@@ -347,4 +348,41 @@ def clamp_splits(pre_lo: list[np.ndarray], pre_hi: list[np.ndarray], split: list
             [np.where(s < 0, np.minimum(u, 0.0), u) for u, s in zip(pre_hi, split)])
 
 
-__all__ = ["SplitBounds", "beta_upper", "clamp_splits", "crown_slopes", "dual_upper", "estimate_upper", "multipliers", "optimise"]
+def split_layer_bounds(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo: list[np.ndarray],
+                       pre_hi: list[np.ndarray], split: list[np.ndarray], j: int, iterations: int = 20,
+                       deadline: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Sound bounds of the pre-activations z_j of ReLU layer j of B nodes: node b's box lo[b] <= x <=
+    hi[b] (B, n) restricted to its split phases `split[t][b]` of layers t < j, given bounds (B, n_t)
+    of those layers valid there (split neurons clamped). Each unstable neuron's max z and max -z is
+    a `beta_upper` problem of the sub-network ending at layer j, so a split couples the later layers
+    with the input (beta-CROWN's intermediate bounds); the problems of all nodes go in batches of
+    at most SPLIT_LAYER_FLOATS floats per (problem x neuron) array, until `deadline` (the
+    neurons not reached keep their bounds). Returns (l_j, u_j) (B, n_j) intersected with the given
+    ones; l > u somewhere in a node whose phases (split or implied) cannot hold together on its box
+    (a node whose given bounds cross already keeps its layer j as given)."""
+    l_j, u_j = pre_lo[j].copy(), pre_hi[j].copy()
+    crossed = np.zeros(l_j.shape[0], dtype=bool)  # (empty already: nothing to bound, and no inf in the steps)
+    for a, b in zip(pre_lo[:j], pre_hi[:j]):
+        crossed |= np.any(a > b, axis=1)
+    node, neuron = np.nonzero((l_j < 0) & (u_j > 0) & ~crossed[:, None])
+    width = lo.shape[1] + sum(a.shape[1] for a in pre_lo[: j + 1])
+    step = max(1, SPLIT_LAYER_FLOATS // (2 * width))
+    for start in range(0, node.size, step):
+        if start and past(deadline):
+            break
+        nd, nr = node[start:start + step], neuron[start:start + step]
+        m = nd.size
+        rows = np.concatenate([nd, nd])
+        c = np.zeros((2 * m, l_j.shape[1]))
+        c[np.arange(m), nr] = 1.0
+        c[m + np.arange(m), nr] = -1.0
+        res = beta_upper(blocks[: j + 1], lo[rows], hi[rows], [a[rows] for a in pre_lo[:j]], [a[rows] for a in pre_hi[:j]],
+                         [np.asarray(s[rows], dtype=np.float64) for s in split[:j]], c, iterations=iterations)
+        u_j[nd, nr] = np.minimum(u_j[nd, nr], res.upper[:m])
+        l_j[nd, nr] = np.maximum(l_j[nd, nr], -res.upper[m:])
+    return l_j, u_j
+
+
+SPLIT_LAYER_FLOATS = 4_000_000  # per batch of `split_layer_bounds`: the optimiser keeps some 15 such arrays
+
+__all__ = ["SplitBounds", "beta_upper", "clamp_splits", "crown_slopes", "dual_upper", "estimate_upper", "multipliers", "optimise", "split_layer_bounds"]
