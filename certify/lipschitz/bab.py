@@ -31,7 +31,7 @@ from models.box import Box
 from models.ir import Network
 from solvers.bab import BabProgress, NodeBound, branch_and_bound
 from solvers.bounds import BoundOptions, bound_boxes, network_bounds
-from solvers.bounds.beta import clamp_splits, split_layer_bounds
+from solvers.bounds.beta import clamp_splits, split_input_layer_bounds, split_layer_bounds
 from solvers.bounds.jacobian import clarke_norm_bound, clarke_norm_bound_batch
 from solvers.bounds.jacobian_interval import phase_slopes, slope_patterns
 from solvers.bounds.types import Bounds, relu_blocks
@@ -238,10 +238,12 @@ class LipschitzBab:
         return result
 
     def _couple(self, nodes: list[_Node], batch: Bounds) -> None:
-        """The layers below each phase-split node's newest split re-bounded, in place, with the
-        node's phases as constraints, so that a split tightens the later layers through the input:
-        Lagrangian dual bounds (`split_layer_bounds`, beta-CROWN's intermediate bounds), layer by
-        layer from the new bounds of the layers above, one batch over the round's nodes per layer.
+        """The first ReLU layer under all of each phase-split node's splits (`split_input_layer_bounds`)
+        and the layers below its newest split (below every split when the first layer tightened)
+        re-bounded, in place, with the node's phases as constraints, so that a split tightens the
+        other layers through the input: Lagrangian dual bounds (beta-CROWN's intermediate bounds,
+        `split_layer_bounds`), layer by layer from the new bounds of the layers above, one batch
+        over the round's nodes per layer.
         A node whose bounds cross is empty (no point of its box has its phases). Each layer's bounds
         are sound on their own: a deadline between layers keeps the others as they were."""
         todo = [b for b, n in enumerate(nodes) if n.layer >= 0 and not batch.empty[b]]
@@ -256,6 +258,19 @@ class LipschitzBab:
         empty = np.zeros(len(todo), dtype=bool)
         for p, q in zip(pre_lo, pre_hi):
             empty |= np.any(p > q, axis=1)
+        # the first layer under all of the node's splits (its own layer's too: z_0 is linear in x);
+        # a node whose first layer tightened has every later layer bounded again
+        deepest = np.array([max(t for t in range(K) if np.any(fixed[t][k])) for k in range(len(todo))])
+        for depth in np.unique(deepest):
+            sel = np.flatnonzero((deepest == depth) & ~empty)
+            if sel.size == 0 or self._expired():
+                continue
+            l, u = split_input_layer_bounds(self.blocks, lo[sel], hi[sel], [p[sel] for p in pre_lo], [p[sel] for p in pre_hi],
+                                            [f[sel] for f in fixed], int(depth) + 1, COUPLE_ITERATIONS, self._deadline())
+            (l,), (u,) = clamp_splits([l], [u], [fixed[0][sel]])
+            first[sel[np.any((l > pre_lo[0][sel]) | (u < pre_hi[0][sel]), axis=1)]] = 0
+            pre_lo[0][sel], pre_hi[0][sel] = l, u
+            empty[sel] |= np.any(l > u, axis=1)
         for j in range(int(first.min()) + 1, K):
             sel = np.flatnonzero((first < j) & ~empty)
             if self._expired() or sel.size == 0:

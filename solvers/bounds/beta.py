@@ -383,6 +383,41 @@ def split_layer_bounds(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre
     return l_j, u_j
 
 
+def split_input_layer_bounds(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo: list[np.ndarray],
+                             pre_hi: list[np.ndarray], split: list[np.ndarray], depth: int, iterations: int = 20,
+                             deadline: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Sound bounds of the first ReLU layer's pre-activations z_0 = W_0 x + b_0 of B nodes under the
+    split phases of layers 0..depth-1 (the same layer's and deeper ones; `split_layer_bounds`
+    only sees earlier layers): z_0 is linear in x, so max +-z_0i is a `beta_upper` problem of the
+    sub-network ending at layer `depth` with c = 0 and the input term e = +-W_0[i] (the splits
+    enter by their multipliers alone). Returns (l_0, u_0) intersected with the given ones."""
+    W0, b0 = blocks[0].weight, blocks[0].bias
+    l_0, u_0 = pre_lo[0].copy(), pre_hi[0].copy()
+    crossed = np.zeros(l_0.shape[0], dtype=bool)
+    for a, b in zip(pre_lo[:depth], pre_hi[:depth]):
+        crossed |= np.any(a > b, axis=1)
+    node, neuron = np.nonzero((l_0 < 0) & (u_0 > 0) & ~crossed[:, None])
+    width = lo.shape[1] + sum(a.shape[1] for a in pre_lo[: depth + 1])
+    step = max(1, SPLIT_LAYER_FLOATS // (2 * width))
+    dense = W0.toarray() if hasattr(W0, "toarray") else np.asarray(W0)
+    for start in range(0, node.size, step):
+        if start and past(deadline):
+            break
+        nd, nr = node[start:start + step], neuron[start:start + step]
+        m = nd.size
+        rows = np.concatenate([nd, nd])
+        e = np.concatenate([dense[nr], -dense[nr]])
+        c = np.zeros((2 * m, blocks[depth].weight.shape[0]))
+        res = beta_upper(blocks[: depth + 1], lo[rows], hi[rows], [a[rows] for a in pre_lo[:depth]],
+                         [a[rows] for a in pre_hi[:depth]], [np.asarray(s[rows], dtype=np.float64) for s in split[:depth]],
+                         c, e, iterations=iterations)
+        # z = e.x + b: the bias added, rounded outward (one addition)
+        up = np.nextafter(res.upper[:m] + b0[nr], np.inf)
+        dn = np.nextafter(-res.upper[m:] + b0[nr], -np.inf)
+        u_0[nd, nr] = np.minimum(u_0[nd, nr], up)
+        l_0[nd, nr] = np.maximum(l_0[nd, nr], dn)
+    return l_0, u_0
+
 SPLIT_LAYER_FLOATS = 4_000_000  # per batch of `split_layer_bounds`: the optimiser keeps some 15 such arrays
 
-__all__ = ["SplitBounds", "beta_upper", "clamp_splits", "crown_slopes", "dual_upper", "estimate_upper", "multipliers", "optimise", "split_layer_bounds"]
+__all__ = ["SplitBounds", "beta_upper", "clamp_splits", "crown_slopes", "dual_upper", "estimate_upper", "multipliers", "optimise", "split_input_layer_bounds", "split_layer_bounds"]
