@@ -399,14 +399,13 @@ def split_input_layer_bounds(blocks: list[Affine], lo: np.ndarray, hi: np.ndarra
     node, neuron = np.nonzero((l_0 < 0) & (u_0 > 0) & ~crossed[:, None])
     width = lo.shape[1] + sum(a.shape[1] for a in pre_lo[: depth + 1])
     step = max(1, SPLIT_LAYER_FLOATS // (2 * width))
-    dense = W0.toarray() if hasattr(W0, "toarray") else np.asarray(W0)
     for start in range(0, node.size, step):
         if start and past(deadline):
             break
         nd, nr = node[start:start + step], neuron[start:start + step]
         m = nd.size
         rows = np.concatenate([nd, nd])
-        e = np.concatenate([dense[nr], -dense[nr]])
+        e = np.concatenate([W0[nr], -W0[nr]])
         c = np.zeros((2 * m, blocks[depth].weight.shape[0]))
         res = beta_upper(blocks[: depth + 1], lo[rows], hi[rows], [a[rows] for a in pre_lo[:depth]],
                          [a[rows] for a in pre_hi[:depth]], [np.asarray(s[rows], dtype=np.float64) for s in split[:depth]],
@@ -417,6 +416,7 @@ def split_input_layer_bounds(blocks: list[Affine], lo: np.ndarray, hi: np.ndarra
         u_0[nd, nr] = np.minimum(u_0[nd, nr], up)
         l_0[nd, nr] = np.maximum(l_0[nd, nr], dn)
     return l_0, u_0
+
 
 SPLIT_LAYER_FLOATS = 4_000_000  # per batch of `split_layer_bounds`: the optimiser keeps some 15 such arrays
 
