@@ -56,6 +56,17 @@ def _split_case(seed: int):
     return w, net, lo, hi, fixed, node, zs, inside
 
 
+def _assert_holds(out, zs, inside) -> None:
+    """Every sampled point with the split phases has its pre-activations inside the bounds `out`
+    (tolerance 1e-9 relative); None (the split called empty) only when no such point was sampled."""
+    if out is None:
+        assert not inside.any(), "a split with sampled points was called empty"
+        return
+    for z, l, u in zip(zs, *out):
+        tol = 1e-9 * (1 + np.abs(z).max())
+        assert np.all(z[inside] >= l - tol) and np.all(z[inside] <= u + tol)
+
+
 def _coupled(net, lo, hi, fixed, node, split: bool):
     """The layers below the first split re-bounded by LPs, with or without the split rows; None when
     they prove the node empty."""
@@ -79,13 +90,7 @@ def test_split_rows_keep_every_point_where_the_phases_hold(seed):
     if node is None:  # the symbolic bounds already prove the split empty
         assert not inside.any()
         return
-    out = _coupled(net, lo, hi, fixed, node, split=True)
-    if out is None:
-        assert not inside.any(), "a split with sampled points was called empty"
-        return
-    for z, l, u in zip(zs, *out):
-        tol = 1e-9 * (1 + np.abs(z).max())
-        assert np.all(z[inside] >= l - tol) and np.all(z[inside] <= u + tol)
+    _assert_holds(_coupled(net, lo, hi, fixed, node, split=True), zs, inside)
 
 
 def test_split_rows_tighten_the_layers_below():
@@ -164,13 +169,7 @@ def test_dual_split_bounds_keep_every_point_where_the_phases_hold(seed, iteratio
     if node is None:
         assert not inside.any()
         return
-    out = _dual_coupled(net, lo, hi, fixed, node, iterations=iterations)
-    if out is None:
-        assert not inside.any(), "a split with sampled points was called empty"
-        return
-    for z, l, u in zip(zs, *out):
-        tol = 1e-9 * (1 + np.abs(z).max())
-        assert np.all(z[inside] >= l - tol) and np.all(z[inside] <= u + tol)
+    _assert_holds(_dual_coupled(net, lo, hi, fixed, node, iterations=iterations), zs, inside)
 
 
 def test_first_layer_bounds_under_the_splits_are_sound_and_tighter():

@@ -361,23 +361,12 @@ def split_layer_bounds(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre
     ones; l > u somewhere in a node whose phases (split or implied) cannot hold together on its box
     (a node whose given bounds cross already keeps its layer j as given)."""
     l_j, u_j = pre_lo[j].copy(), pre_hi[j].copy()
-    crossed = np.zeros(l_j.shape[0], dtype=bool)  # (empty already: nothing to bound, and no inf in the steps)
-    for a, b in zip(pre_lo[:j], pre_hi[:j]):
-        crossed |= np.any(a > b, axis=1)
-    node, neuron = np.nonzero((l_j < 0) & (u_j > 0) & ~crossed[:, None])
-    width = lo.shape[1] + sum(a.shape[1] for a in pre_lo[: j + 1])
-    step = max(1, SPLIT_LAYER_FLOATS // (2 * width))
-    for start in range(0, node.size, step):
-        if start and past(deadline):
-            break
-        nd, nr = node[start:start + step], neuron[start:start + step]
+    for nd, nr, sub in _neuron_problems(lo, hi, pre_lo, pre_hi, split, j, j, deadline):
         m = nd.size
-        rows = np.concatenate([nd, nd])
         c = np.zeros((2 * m, l_j.shape[1]))
         c[np.arange(m), nr] = 1.0
         c[m + np.arange(m), nr] = -1.0
-        res = beta_upper(blocks[: j + 1], lo[rows], hi[rows], [a[rows] for a in pre_lo[:j]], [a[rows] for a in pre_hi[:j]],
-                         [np.asarray(s[rows], dtype=np.float64) for s in split[:j]], c, iterations=iterations)
+        res = beta_upper(blocks[: j + 1], *sub, c, iterations=iterations)
         u_j[nd, nr] = np.minimum(u_j[nd, nr], res.upper[:m])
         l_j[nd, nr] = np.maximum(l_j[nd, nr], -res.upper[m:])
     return l_j, u_j
@@ -393,30 +382,35 @@ def split_input_layer_bounds(blocks: list[Affine], lo: np.ndarray, hi: np.ndarra
     enter by their multipliers alone). Returns (l_0, u_0) intersected with the given ones."""
     W0, b0 = blocks[0].weight, blocks[0].bias
     l_0, u_0 = pre_lo[0].copy(), pre_hi[0].copy()
-    crossed = np.zeros(l_0.shape[0], dtype=bool)
+    for nd, nr, sub in _neuron_problems(lo, hi, pre_lo, pre_hi, split, 0, depth, deadline):
+        m = nd.size
+        c = np.zeros((2 * m, blocks[depth].weight.shape[0]))
+        res = beta_upper(blocks[: depth + 1], *sub, c, np.concatenate([W0[nr], -W0[nr]]), iterations=iterations)
+        # z = e.x + b: the bias added, rounded outward (one addition)
+        u_0[nd, nr] = np.minimum(u_0[nd, nr], np.nextafter(res.upper[:m] + b0[nr], np.inf))
+        l_0[nd, nr] = np.maximum(l_0[nd, nr], np.nextafter(-res.upper[m:] + b0[nr], -np.inf))
+    return l_0, u_0
+
+
+def _neuron_problems(lo, hi, pre_lo, pre_hi, split, layer: int, depth: int, deadline: float | None):
+    """The problem pairs (max z, max -z) of the unstable neurons of `layer` over the sub-network's
+    ReLU layers 0..depth-1, in batches within SPLIT_LAYER_FLOATS, until `deadline`: (nodes,
+    neurons, the `beta_upper` arguments lo, hi, pre_lo, pre_hi, split of each problem, rows stacked
+    max first). Nodes whose bounds of those layers cross are left out (empty already: nothing to
+    bound, and no inf in the optimiser's steps)."""
+    crossed = np.zeros(lo.shape[0], dtype=bool)
     for a, b in zip(pre_lo[:depth], pre_hi[:depth]):
         crossed |= np.any(a > b, axis=1)
-    node, neuron = np.nonzero((l_0 < 0) & (u_0 > 0) & ~crossed[:, None])
+    node, neuron = np.nonzero((pre_lo[layer] < 0) & (pre_hi[layer] > 0) & ~crossed[:, None])
     width = lo.shape[1] + sum(a.shape[1] for a in pre_lo[: depth + 1])
     step = max(1, SPLIT_LAYER_FLOATS // (2 * width))
     for start in range(0, node.size, step):
         if start and past(deadline):
-            break
+            return
         nd, nr = node[start:start + step], neuron[start:start + step]
-        m = nd.size
         rows = np.concatenate([nd, nd])
-        e = np.concatenate([W0[nr], -W0[nr]])
-        c = np.zeros((2 * m, blocks[depth].weight.shape[0]))
-        res = beta_upper(blocks[: depth + 1], lo[rows], hi[rows], [a[rows] for a in pre_lo[:depth]],
-                         [a[rows] for a in pre_hi[:depth]], [np.asarray(s[rows], dtype=np.float64) for s in split[:depth]],
-                         c, e, iterations=iterations)
-        # z = e.x + b: the bias added, rounded outward (one addition)
-        up = np.nextafter(res.upper[:m] + b0[nr], np.inf)
-        dn = np.nextafter(-res.upper[m:] + b0[nr], -np.inf)
-        u_0[nd, nr] = np.minimum(u_0[nd, nr], up)
-        l_0[nd, nr] = np.maximum(l_0[nd, nr], dn)
-    return l_0, u_0
-
+        yield nd, nr, (lo[rows], hi[rows], [a[rows] for a in pre_lo[:depth]], [a[rows] for a in pre_hi[:depth]],
+                       [np.asarray(s[rows], dtype=np.float64) for s in split[:depth]])
 
 SPLIT_LAYER_FLOATS = 4_000_000  # per batch of `split_layer_bounds`: the optimiser keeps some 15 such arrays
 
