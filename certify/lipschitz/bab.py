@@ -78,8 +78,9 @@ STRONG_INPUTS = True     # an input split that did not lower the bound is follow
 COUPLE_ITERATIONS = 30   # phase splits without input splits: the layers below a node's newest split are
                          # re-bounded with its phases as constraints (`_couple`), by Lagrangian dual bounds
                          # optimised in this many steps. LPs with the phases as rows did it before: the
-                         # LipMIP 10-10-10-10-10-2 tree closed in 26.7 s (879 nodes), now 4.5 s (1,087);
-                         # digits 32-32 x0 / x1 12.2 / 11.6 s -> 9.6 / 11.3 s (20 steps: 14.3 s, 60: 11.2)
+                         # LipMIP 10-10-10-10-10-2 tree closed in 26.7 s (879 nodes), with these bounds in
+                         # 4.5 s (1,087; 20 steps: 5.3 s, 60: 8.7 s), with the first layer under every
+                         # split too in 3.9-4.9 s (869); digits 32-32 x1 11.6 -> 11.3 -> 7.9 s
 HOLLOW_SPLITS = 4        # input splits of a fully fixed node without an interior point before the
                          # exact proof that its pattern has no interior (a flat region stays flat)
 
