@@ -19,4 +19,24 @@ def projected_adam_step(p: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.nd
     return (p if upper is None else np.minimum(p, upper)), m, v
 
 
-__all__ = ["projected_adam_step"]
+def adam_step_inplace(p: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarray, k: int, rate: float,
+                      upper: float | None = None) -> None:
+    """`projected_adam_step` writing p, m and v in place (views of one array stay valid); `grad`
+    is overwritten (it holds the step)."""
+    m *= 0.9
+    m += 0.1 * grad
+    grad *= grad
+    v *= 0.999
+    v += 0.001 * grad
+    np.multiply(v, 1.0 / (1 - 0.999**k), out=grad)
+    np.sqrt(grad, out=grad)
+    grad += 1e-8
+    np.divide(m, grad, out=grad)
+    grad *= rate / (1 - 0.9**k)
+    p -= grad
+    np.maximum(p, 0.0, out=p)
+    if upper is not None:
+        np.minimum(p, upper, out=p)
+
+
+__all__ = ["adam_step_inplace", "projected_adam_step"]

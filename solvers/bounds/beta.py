@@ -39,8 +39,8 @@ from models.ir import Affine
 
 from ..rounding import gamma
 from ..runtime import past
-from .adam import projected_adam_step
-from .sparse import rmul, rmul_abs
+from .adam import adam_step_inplace
+from .sparse import multiplier, rmul, rmul_abs
 
 _TINY = 1e-300
 
@@ -179,33 +179,43 @@ def optimise(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo, pre_h
         return (alpha, beta, alpha, beta) if warm_last else (alpha, beta)
     f32 = np.float32
     net = _Net32(blocks, lo, hi, pre_lo, pre_hi, split, c, e)
-    A = [np.asarray(a, dtype=f32) for a in alpha]
-    Bt = [np.asarray(b, dtype=f32) * (s != 0) for b, s in zip(beta, net.S)]
-    free = [q.astype(f32) for q in net.unst] + [(s != 0).astype(f32) for s in net.S]
-    params = A + Bt
-    rates = [lr_alpha] * len(A) + [lr_beta] * len(Bt)
-    m = [np.zeros_like(p) for p in params]
-    v = [np.zeros_like(p) for p in params]
-    best_val = np.full(c.shape[0], np.inf, dtype=f32)
-    best = [p.copy() for p in params]
+    # every layer's slopes (and multipliers) in one flat array, each layer a contiguous (P, n_t)
+    # view of it: one Adam step and one best-copy per iteration instead of one per layer (numpy's
+    # per-call overhead dominated on small nets)
+    P = c.shape[0]
+    cuts = np.cumsum([0] + [P * a.shape[1] for a in alpha])
+    flat = [np.zeros(cuts[-1], dtype=f32) for _ in range(4)]  # A, B, dA, dB
+    A, B, dA, dB = ([x[cuts[t]:cuts[t + 1]].reshape(P, -1) for t in range(len(alpha))] for x in flat)
+    free_a, free_b = np.empty_like(flat[0]), np.empty_like(flat[0])
+    fa, fb = ([x[cuts[t]:cuts[t + 1]].reshape(P, -1) for t in range(len(alpha))] for x in (free_a, free_b))
+    for t in range(len(alpha)):
+        fa[t][...] = net.unst[t]
+        fb[t][...] = net.S[t] != 0
+        A[t][...] = alpha[t]
+        B[t][...] = beta[t] * fb[t]
+    any_split = any(net.split_any)
+    moments = [np.zeros_like(flat[0]) for _ in range(4)]
+    best_val = np.full(P, np.inf, dtype=f32)
+    best = [flat[0].copy(), flat[1].copy()]
+    bestA, bestB = ([x[cuts[t]:cuts[t + 1]].reshape(P, -1) for t in range(len(alpha))] for x in best)
     with np.errstate(under="ignore"):
         for k in range(iterations + 1):
-            val, grads = net.value(params[:len(A)], params[len(A):], gradient=k < iterations)
+            val, _ = net.value(A, B, gradient=k < iterations, grad_out=(dA, dB))
             better = val < best_val  # each problem's best multipliers (the steps are not monotone)
             if better.any():
                 best_val[better] = val[better]
-                for p, b in zip(params, best):
-                    b[better] = p[better]
+                for x, y in zip(A + B, bestA + bestB):
+                    y[better] = x[better]
             if k == iterations:
                 break
-            for i, (p, gr) in enumerate(zip(params, grads)):
-                if i >= len(A) and not net.split_any[i - len(A)]:
-                    continue  # no split in the layer: its beta stay 0 (Adam's step on a 0 gradient is 0)
-                p, m[i], v[i] = projected_adam_step(p, gr * free[i], m[i], v[i], k + 1, rates[i],
-                                                    1.0 if i < len(A) else None)
-                params[i] = p if i < len(A) else p * free[i]
-    out = (best[:len(A)], best[len(A):]) + ((params[:len(A)], params[len(A):]) if warm_last else ())
-    return tuple([a.astype(np.float64) for a in part] for part in out)
+            flat[2] *= free_a
+            adam_step_inplace(flat[0], flat[2], moments[0], moments[1], k + 1, lr_alpha, 1.0)
+            if any_split:
+                flat[3] *= free_b
+                adam_step_inplace(flat[1], flat[3], moments[2], moments[3], k + 1, lr_beta, None)
+                flat[1] *= free_b
+    pairs = [best[0], best[1]] + ([flat[0], flat[1]] if warm_last else [])
+    return tuple([x[cuts[t]:cuts[t + 1]].reshape(P, -1).astype(np.float64) for t in range(len(alpha))] for x in pairs)
 
 
 class _Net32:
@@ -223,9 +233,11 @@ class _Net32:
         f32 = dtype  # (float64 for the tests of the gradient)
         P = c.shape[0]
         self.K = len(blocks) - 1
-        # the IR's float64 weights: `rmul` multiplies by their cached copies in `dtype` (CSR when sparse)
+        # the IR's float64 weights, multiplied by their cached copies in `dtype` (CSR when sparse)
         self.W = [b.weight for b in blocks]
         self.dtype = f32
+        self.fwd = [multiplier(W, f32) for W in self.W]  # X -> X W
+        self.bwd: list | None = None  # X -> X W^T, made at the first gradient
         self.b = [np.asarray(b.bias, dtype=f32) for b in blocks]
         self.shared_box = lo.shape[0] == 1 and hi.shape[0] == 1
         if self.shared_box:
@@ -251,14 +263,15 @@ class _Net32:
         self.notin_f = [(~q).astype(f32) for q in self.inact]
         self.floor = [_floor(q, f32) for q in self.unst]
 
-    def value(self, A, Bt, gradient: bool = True):
-        """The bound (P,) for slopes A and split multipliers Bt, and its gradient (dA + dB lists)."""
+    def value(self, A, Bt, gradient: bool = True, grad_out=None):
+        """The bound (P,) for slopes A and split multipliers Bt, and its gradient (dA + dB lists;
+        with `grad_out` = (dA, dB), lists of arrays, written into those instead)."""
         K = self.K
         nu = self.C
         val = self.C @ self.b[K]
         saved = []
         for t in range(K - 1, -1, -1):
-            g = rmul(nu, self.W[t + 1], self.dtype)
+            g = self.fwd[t + 1](nu)
             pos = (g > 0).astype(g.dtype)
             # d nu_t / d g: the upper chord's slope where g > 0, else alpha (unstable) / the exact slope
             neg_slope = A[t] * self.unst_f[t] + self.stable_slope[t]
@@ -275,7 +288,7 @@ class _Net32:
                 zero = (top < 0) * self.unst_f[t]  # the vertex z = 0 attains
                 saved.append((g, pos, coef, u_wins, zero))
             nu = nu_t
-        w = rmul(nu, self.W[0], self.dtype)
+        w = self.fwd[0](nu)
         w = w if self.E is None else self.E + w
         if self.shared_box:
             val = val + w @ self.mid + np.abs(w) @ self.rad
@@ -283,11 +296,15 @@ class _Net32:
             val = val + np.maximum(w * self.x_lo, w * self.x_hi).sum(axis=1)
         if not gradient:
             return val, None
+        if self.bwd is None:
+            self.bwd = [multiplier(W.T, self.dtype) for W in self.W]
         dA: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * K
         dB: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * K
+        if grad_out is not None:
+            dA, dB = grad_out
         # d val / d nu_0 through w: the maximising box corner, W_0-transposed
         corner = self.mid + np.sign(w) * self.rad if self.shared_box else np.where(w > 0, self.x_hi, self.x_lo)
-        down = rmul(corner, self.W[0].T, self.dtype)
+        down = self.bwd[0](corner)
         for t in range(K):
             g, pos, coef, u_wins, zero = saved[K - 1 - t]
             # the attaining vertex z (0 where the floor wins): d term / d nu_t = -z, d term / d g =
@@ -296,11 +313,16 @@ class _Net32:
             L, U = self.L[t], self.U[t]
             z = (1 - zero) * (L + u_wins * (U - L))
             gnu = down + self.b[t] - z
-            dA[t] = (1 - pos) * gnu * g * self.unst_f[t]
-            dB[t] = gnu * self.S[t] if self.split_any[t] else np.zeros_like(g)
+            if grad_out is None:
+                dA[t] = (1 - pos) * gnu * g * self.unst_f[t]
+                dB[t] = gnu * self.S[t] if self.split_any[t] else np.zeros_like(g)
+            else:  # (the caller masks the unstable neurons; layers without splits keep their 0)
+                np.multiply((1 - pos) * gnu, g, out=dA[t])
+                if self.split_any[t]:
+                    np.multiply(gnu, self.S[t], out=dB[t])
             dg = z * (self.act_f[t] + u_wins * (self.notin_f[t] - self.act_f[t])) + gnu * coef
-            down = rmul(dg, self.W[t + 1].T, self.dtype)  # d val / d nu_{t+1} through g_t = nu_{t+1} W_{t+1}
-        return val, dA + dB
+            down = self.bwd[t + 1](dg)  # d val / d nu_{t+1} through g_t = nu_{t+1} W_{t+1}
+        return val, (None if grad_out is not None else dA + dB)
 
 
 def estimate_upper(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo, pre_hi, split, c: np.ndarray,
