@@ -18,7 +18,7 @@ from models.ir import sequential
 from solvers.bounds import network_bounds, relu_blocks
 from solvers.bounds.beta import clamp_splits, split_input_layer_bounds, split_layer_bounds
 from solvers.bounds.lp import LayerLps, lp_tighten_layer
-from tests.lipschitz_oracles import exact_lipschitz, random_weights
+from tests.lipschitz_oracles import exact_lipschitz, jacobian, random_weights
 
 N = 10  # above INPUT_SPLIT_DIM: the tree splits phases, not inputs
 
@@ -341,3 +341,43 @@ def test_a_stalled_ascent_hands_its_slot_to_one_flip_walk_per_witness(monkeypatc
     search.lower += 1.0  # a new witness: one more walk from it
     slot()
     assert calls["flips"] == 2
+
+
+@pytest.mark.parametrize("inputs, fruitless, walks", [(20, 0, True), (20, bab.ASCENT_BACKOFF, False),
+                                                      (8, bab.ASCENT_BACKOFF, True)])
+def test_walks_across_regions_stop_on_high_dimensional_boxes_once_the_ascent_backed_off(
+        monkeypatch, inputs, fruitless, walks):
+    """Every batch of nodes walks across activation regions from its best probes, except on
+    high-dimensional boxes (more than `witness.ASCENT_DIM` free inputs) once the ascent has found
+    nothing ASCENT_BACKOFF times in a row; the nodes' bounds stay sound either way (above the
+    Jacobian norms at sampled points of the box)."""
+    from certify.lipschitz.options import NormQuestion
+    from certify.lipschitz.witness import WitnessSearch
+    from models.box import Box
+    from solvers.runtime import Budget
+
+    calls = []
+    monkeypatch.setattr(bab, "climb", lambda *a, **k: calls.append(1))
+    monkeypatch.setattr(bab.LipschitzBab, "_search_more", lambda self, lo, hi: None)
+    w = random_weights([inputs, 5, 5, 2], 3)
+    net = sequential(w)
+    box = Box.from_bounds(np.zeros(inputs), np.ones(inputs))
+    question = NormQuestion.of(net, "linf", "l1")
+    budget = Budget(60.0)
+    problem = bab.LipschitzBab(net, box, question, WitnessSearch(net, box, question, budget), node_lp=False,
+                               root_bounds=network_bounds(net, box.lo, box.hi, "symbolic"), budget=budget)
+    problem.fruitless = fruitless
+    root = problem.root()
+    children = [c for c, _ in problem.branch(root, problem.bound(root), -np.inf)]
+    bounds = problem.bound_many(children)
+    assert bool(calls) == walks
+    sampled = 0.0  # ||J||_{linf -> l1} = max over sign vectors s of ||J^T s||_1 (2 outputs)
+    for x in np.random.default_rng(0).uniform(box.lo, box.hi, (500, inputs)):
+        pattern, h = [], x
+        for W, b in w[:-1]:
+            z = W @ h + b
+            pattern.append((z > 0).astype(float))
+            h = np.maximum(z, 0.0)
+        J = jacobian(w, pattern)
+        sampled = max(sampled, max(np.abs(J.T @ np.array(s)).sum() for s in ((1.0, 1.0), (1.0, -1.0))))
+    assert max(b.upper for b in bounds) >= sampled > 0
