@@ -63,7 +63,8 @@ CLIMB_STEPS = 6
 CLIMB_BACKOFF = True     # no walks on high-dimensional boxes once the ascent has found nothing ASCENT_BACKOFF
                          # times: at 784 inputs they cost 0.1 s a batch (a tenth of a 60 s run on MNIST
                          # 256x4 at radius 0.02) and raised nothing there after the first rounds; without
-                         # them its 60 s bound went 8.09-8.18 -> 7.92-8.02 (256x6: 18.63 -> 17.15)
+                         # them its 60 s bound went 8.02-8.18 (mean 8.09, 6 runs) -> 7.92-8.09 (mean 7.97,
+                         # 5 runs), the lower bound the same; on 256x6 within the noise (16.8-18.6 either way)
 SEARCH_SHARE = 0.1       # of the tree's time for further dense searches of lower bounds ...
 SEARCH_SLOT = 0.3        # ... in slots of at most this many seconds
 ASCENT_SHARE = 0.3       # on high-dimensional boxes (`witness.high_dimensional`): of the tree's time for
