@@ -184,27 +184,30 @@ def optimise(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo, pre_h
     # per-call overhead dominated on small nets)
     P = c.shape[0]
     cuts = np.cumsum([0] + [P * a.shape[1] for a in alpha])
+
+    def views(x: np.ndarray) -> list[np.ndarray]:
+        return [x[cuts[t]:cuts[t + 1]].reshape(P, -1) for t in range(len(alpha))]
+
     flat = [np.zeros(cuts[-1], dtype=f32) for _ in range(4)]  # A, B, dA, dB
-    A, B, dA, dB = ([x[cuts[t]:cuts[t + 1]].reshape(P, -1) for t in range(len(alpha))] for x in flat)
+    A, B, dA, dB = (views(x) for x in flat)
     free_a, free_b = np.empty_like(flat[0]), np.empty_like(flat[0])
-    fa, fb = ([x[cuts[t]:cuts[t + 1]].reshape(P, -1) for t in range(len(alpha))] for x in (free_a, free_b))
-    for t in range(len(alpha)):
-        fa[t][...] = net.unst[t]
-        fb[t][...] = net.S[t] != 0
+    for t, (fa, fb) in enumerate(zip(views(free_a), views(free_b))):
+        fa[...] = net.unst[t]
+        fb[...] = net.S[t] != 0
         A[t][...] = alpha[t]
-        B[t][...] = beta[t] * fb[t]
+        B[t][...] = beta[t] * fb
     any_split = any(net.split_any)
     moments = [np.zeros_like(flat[0]) for _ in range(4)]
     best_val = np.full(P, np.inf, dtype=f32)
     best = [flat[0].copy(), flat[1].copy()]
-    bestA, bestB = ([x[cuts[t]:cuts[t + 1]].reshape(P, -1) for t in range(len(alpha))] for x in best)
+    keep = list(zip(A + B, views(best[0]) + views(best[1])))  # (iterate, its best) per layer
     with np.errstate(under="ignore"):
         for k in range(iterations + 1):
             val, _ = net.value(A, B, gradient=k < iterations, grad_out=(dA, dB))
             better = val < best_val  # each problem's best multipliers (the steps are not monotone)
             if better.any():
                 best_val[better] = val[better]
-                for x, y in zip(A + B, bestA + bestB):
+                for x, y in keep:
                     y[better] = x[better]
             if k == iterations:
                 break
@@ -215,7 +218,7 @@ def optimise(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo, pre_h
                 adam_step_inplace(flat[1], flat[3], moments[2], moments[3], k + 1, lr_beta, None)
                 flat[1] *= free_b
     pairs = [best[0], best[1]] + ([flat[0], flat[1]] if warm_last else [])
-    return tuple([x[cuts[t]:cuts[t + 1]].reshape(P, -1).astype(np.float64) for t in range(len(alpha))] for x in pairs)
+    return tuple([x.astype(np.float64) for x in views(y)] for y in pairs)
 
 
 class _Net32:
