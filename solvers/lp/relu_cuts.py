@@ -81,7 +81,11 @@ def neuron_cuts(enc: ForwardEncoding, blocks: list[Affine], lo: np.ndarray, hi: 
         # former into the right side
         err_d = 2.0 * gamma(n) * (np.abs(bias[sel]) + (np.abs(W[sel]) * np.maximum(np.abs(Lw[sel]), np.abs(Uw[sel]))).sum(axis=1))
         err_r = 2.0 * gamma(n) * np.abs(low).sum(axis=1)
-        row = enc.post[j][k[sel]] - h.affine(WI) - Expr.variables(delta[k[sel]], nvars).scale(coef_d)
+        # a - coef_d d - WI h: the d terms as one exact expression (a variable per row), so the
+        # composed row costs two sums of expressions (the sparse algebra is most of a small LP's time)
+        d_terms = Expr(sp.csr_matrix((-coef_d, delta[k[sel]], np.arange(sel.size + 1)), shape=(sel.size, nvars)),
+                       np.zeros(sel.size))
+        row = (enc.post[j][k[sel]] + d_terms) + h.affine(-WI)
         err = row.error(vmax)
         total = right - row.const + err + err_d + err_r
         # the four additions above, rounded up
