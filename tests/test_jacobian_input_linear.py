@@ -56,7 +56,7 @@ def test_clarke_bound_above_12_inputs_covers_the_clarke_set_and_is_not_looser(se
     assert exact * (1 - 1e-12) <= with_linear <= interval
     import solvers.bounds.jacobian as jacobian_module
 
-    # the input-linear bound alone (the entrywise linear rows off: on 784 inputs their work cap skips them)
+    # the input-linear bound alone (the entrywise linear rows off)
     monkeypatch.setattr(jacobian_module, "_linear_rows", lambda weights, s_lo, s_hi, C, Bm, *a: Bm)
     alone = clarke_norm_bound(Ws, s_lo, s_hi, "linf", "l1")
     assert exact * (1 - 1e-12) <= alone < interval
@@ -66,6 +66,48 @@ def test_clarke_bound_above_12_inputs_covers_the_clarke_set_and_is_not_looser(se
     assert exact_t * (1 - 1e-12) <= clarke_norm_bound(Ws, s_lo, s_hi, "linf", None, target=target) \
         <= clarke_norm_bound(Ws, s_lo, s_hi, "linf", None, target=target, linear_above=None)
 
+
+def test_entrywise_linear_rows_only_on_boxes_the_input_linear_bound_left(monkeypatch):
+    """A batch of slope boxes: the entrywise linear rows run on exactly the boxes whose bounds the
+    input-linear bound did not change (here box 1, its result withheld), with that box's own
+    threshold; every bound still covers the box's exact norm (vertex enumeration) and is no looser
+    than its interval bound."""
+    import solvers.bounds.jacobian as jm
+    from solvers.bounds.jacobian import clarke_norm_bound_batch
+
+    rng = np.random.default_rng(7)
+    sizes = [20, 8, 7, 3]
+    Ws = [W for W, _ in random_weights(sizes, 7)]
+    boxes = [_slopes(rng, sizes, 7) for _ in range(3)]
+    s_lo = [np.stack([b[0][j] for b in boxes]) for j in range(len(sizes) - 2)]
+    s_hi = [np.stack([b[1][j] for b in boxes]) for j in range(len(sizes) - 2)]
+    signs = [np.array(c) for c in product((-1.0, 1.0), repeat=3)]
+    exact = [max(np.abs(c @ _jac(Ws, v)).sum() for v in _vertices(lo, hi) for c in signs) for lo, hi in boxes]
+    interval = clarke_norm_bound_batch(Ws, s_lo, s_hi, "linf", "l1", linear_above=None)
+    real_rows, real_input = jm._linear_rows, jm._input_linear
+    calls = []
+
+    def rows_spy(weights, sl, sh, C, Bm, p, above, deadline=None):
+        calls.append((sl[0].copy(), np.array(above, dtype=float)))
+        return real_rows(weights, sl, sh, C, Bm, p, above, deadline)
+
+    def input_withholding_box_1(weights, sl, sh, C, vals, above, deadline=None):
+        out = real_input(weights, sl, sh, C, vals, above, deadline).copy()
+        out[1] = vals[1]
+        return out
+
+    monkeypatch.setattr(jm, "_linear_rows", rows_spy)
+    monkeypatch.setattr(jm, "_input_linear", input_withholding_box_1)
+    thresholds = np.array([-1.0, -2.0, -3.0])
+    got = clarke_norm_bound_batch(Ws, s_lo, s_hi, "linf", "l1", linear_above=thresholds)
+    assert len(calls) == 1
+    assert np.array_equal(calls[0][0], s_lo[0][[1]]) and np.array_equal(calls[0][1], thresholds[[1]])
+    for b in range(3):
+        assert exact[b] * (1 - 1e-12) <= got[b] <= interval[b]
+    # box 1 got the entrywise linear bound: what the same call gives it alone with the rows on
+    monkeypatch.setattr(jm, "_input_linear", lambda weights, sl, sh, C, vals, *a: vals)
+    alone = clarke_norm_bound_batch(Ws, [s[[1]] for s in s_lo], [s[[1]] for s in s_hi], "linf", "l1")
+    assert got[1] == alone[0]
 
 
 def test_no_linear_bound_starts_past_the_deadline():

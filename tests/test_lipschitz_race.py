@@ -264,21 +264,37 @@ def exact10() -> float:
     return exact_lipschitz(W10, C10 - R10, C10 + R10, "linf", "l1")
 
 
-def test_auto_races_where_the_region_stage_goes_before_the_milp(exact10):
+def test_auto_races_where_the_region_stage_goes_before_the_milp():
+    """One hidden layer, 10 inputs, a few unstable ReLUs: the region stage goes first and races the
+    MILP; with two hidden layers (W10) the tree races it instead."""
+    if not race_possible():
+        pytest.skip("one core: auto keeps its rule")
+    W = random_weights([10, 12, 2], 4)
+    exact = exact_lipschitz(W, C10 - R10, C10 + R10, "linf", "l1")
+    cert = certify.local_lipschitz(sequential(W), C10, R10, time_limit=60)
+    assert 0 < cert.unstable <= 16
+    assert cert.race and cert.race["parent"] == "regions" and cert.race["winner"] in ("regions", "milp"), cert.notes
+    assert cert.status == "optimal" and _brackets(cert, exact) and cert.upper <= exact * (1 + 2e-6)
+    assert _no_children()
+
+
+def test_auto_races_the_tree_against_the_milp_on_nets_with_two_hidden_layers(exact10):
     if not race_possible():
         pytest.skip("one core: auto keeps its rule")
     cert = certify.local_lipschitz(sequential(W10), C10, R10, time_limit=60)
     assert 0 < cert.unstable <= 16
-    assert cert.race and cert.race["parent"] == "regions" and cert.race["winner"] in ("regions", "milp"), cert.notes
+    assert cert.race and cert.race["parent"] == "bab" and cert.race["winner"] in ("bab", "milp"), cert.notes
     assert cert.status == "optimal" and _brackets(cert, exact10) and cert.upper <= exact10 * (1 + 2e-6)
     assert _no_children()
 
 
-def test_after_a_failed_region_stage_the_milp_closes_alone(monkeypatch, exact10):
+def test_after_a_failed_region_stage_the_milp_closes_alone(monkeypatch):
+    W = random_weights([10, 12, 2], 5)  # (one hidden layer: the region stage goes first)
+    exact = exact_lipschitz(W, C10 - R10, C10 + R10, "linf", "l1")
     monkeypatch.setattr(local, "region_stage", lambda *a: (None, a[-1]))
-    cert = certify.local_lipschitz(sequential(W10), C10, R10, time_limit=60, race="on")
+    cert = certify.local_lipschitz(sequential(W), C10, R10, time_limit=60, race="on")
     assert cert.race["winner"] == "milp" and cert.method == "milp", cert.notes
-    assert cert.status == "optimal" and _brackets(cert, exact10) and cert.upper <= exact10 * (1 + 2e-6)
+    assert cert.status == "optimal" and _brackets(cert, exact) and cert.upper <= exact * (1 + 2e-6)
     assert _no_children() and not interrupted()
 
 

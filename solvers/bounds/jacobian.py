@@ -181,9 +181,6 @@ def _functional_bounds(weights, s_lo, s_hi, p: str, C: np.ndarray, length: int,
 def _functional_bounds_of(weights, s_lo, s_hi, p: str, C: np.ndarray, length: int,
                           linear_above: float | None = -math.inf, deadline: float | None = None) -> np.ndarray:
     """`_functional_bounds` of the functionals C in one piece."""
-    from ..norms import dual
-    from ..rounding import gamma
-
     B = s_lo[0].shape[0]
     what = "interval bounds of the Jacobian rows"
     GL = GU = np.broadcast_to(C @ weights[-1], (B,) + (C.shape[0], weights[-1].shape[1]))
@@ -200,16 +197,36 @@ def _functional_bounds_of(weights, s_lo, s_hi, p: str, C: np.ndarray, length: in
     if D is not None:  # both sides enumerated: each pair (c, w) bounded forwards and backwards
         return _paired_bound(weights, s_lo, s_hi, C, D, GL, GU, err, rows[::-1], linear_above, deadline)
     Bm = np.maximum(np.abs(GL), np.abs(GU)) + err
+    if linear_above is not None and p == "linf":
+        # the rows' l1 norms bounded with the input direction u a variable too (`_input_linear`)
+        # first, then each entry of c^T J linearly (`_linear_rows`) only on the boxes it left as
+        # they were: on MNIST 256x4 (784 inputs) the former ended below the latter on 74 of 82
+        # boxes (median 0.59x) at a fifth of its cost, which was a sixth of the tree's time
+        interval = _norms_up(Bm, p)
+        vals = _input_linear(weights, s_lo, s_hi, C, interval, linear_above, deadline)
+        left = np.flatnonzero(np.all(vals == interval, axis=1))
+        if left.size:
+            above = np.broadcast_to(np.asarray(linear_above, dtype=float), (B,))[left]  # (one per box, or one)
+            entries = _linear_rows(weights, [s[left] for s in s_lo], [s[left] for s in s_hi], C, Bm[left], p,
+                                   above, deadline)
+            vals[left] = np.minimum(vals[left], _norms_up(entries, p))
+        return vals.max(axis=1)
     if linear_above is not None:  # each entry of the row c^T J also bounded linearly (adjoint pass)
         Bm = _linear_rows(weights, s_lo, s_hi, C, Bm, p, linear_above, deadline)
+    return _norms_up(Bm, p).max(axis=1)
+
+
+def _norms_up(Bm: np.ndarray, p: str) -> np.ndarray:
+    """||row||_{p*} of entrywise bounds (B, c, n), rounded up (B, c)."""
+    from ..norms import dual
+    from ..rounding import gamma
+
     d = dual(p)
-    vals = _row_norms(Bm, p)  # (B, c)
+    vals = _row_norms(Bm, p)
     if d != "linf":  # (a maximum needs no rounding; sums and square roots are rounded up)
         n_round = Bm.shape[2] + (2 if d == "l1" else 4) + 2
         vals = vals + 2.0 * gamma(n_round) * np.abs(vals) + 1e-300  # `round_up`, entrywise
-    if linear_above is not None and p == "linf":  # the rows' l1 norms bounded with u a variable too
-        vals = _input_linear(weights, s_lo, s_hi, C, vals, linear_above, deadline)
-    return vals.max(axis=1)
+    return vals
 
 
 def _input_linear(weights, s_lo, s_hi, C, vals: np.ndarray, above, deadline: float | None) -> np.ndarray:
@@ -220,12 +237,13 @@ def _input_linear(weights, s_lo, s_hi, C, vals: np.ndarray, above, deadline: flo
     from .jacobian_input_linear import input_linear_upper
 
     best = vals.max(axis=1)
+    above = np.broadcast_to(np.asarray(above, dtype=float), best.shape)  # (one per box, or one)
     free = sum((sh > sl).sum(axis=1) for sl, sh in zip(s_lo, s_hi))
     per_row = float(sum(W.size for W in weights))
     work, out = 0.0, vals
     for b in np.argsort(-best, kind="stable"):
         cost = (2.0 * free[b] + C.shape[0]) * per_row
-        if free[b] == 0 or best[b] <= above or work + cost > LINEAR_WORK:
+        if free[b] == 0 or best[b] <= above[b] or work + cost > LINEAR_WORK:
             continue
         if deadline is not None and time.perf_counter() + cost / SLOW_RATE >= deadline:
             continue  # (it might not end by the deadline: a smaller box may)

@@ -80,12 +80,28 @@ def linear_pass_upper(maps: list[np.ndarray], s_lo: list[np.ndarray], s_hi: list
             L[inst, neuron] = np.maximum(L[inst, neuron], -up[len(inst):] - e)
         relax.append(chords(L, U, sl[j], sh[j]))
         lo, hi = np.minimum(sl[j] * L, sh[j] * L), np.maximum(sl[j] * U, sh[j] * U)
-    out_mag = (mag * sh[K - 1]) @ (np.abs(rows) @ np.abs(maps[K])).T  # (P, r)
+    last, last_mag = _rows_through(rows, maps[K])
+    out_mag = (mag * sh[K - 1]) @ last_mag.T  # (P, r)
     r = rows.shape[0]
-    lam = np.broadcast_to(rows @ maps[K], (P, r, maps[K].shape[1]))
+    lam = np.broadcast_to(last, (P, r, maps[K].shape[1]))
     # lam is on s_{K-1}: the chords of t_{K-1}, then M_{K-1}, ... (s_0 directly when K = 1)
     up = _backsubstitute(maps, relax, s0_lo, s0_hi, K - 1, lam, None)
     return up + 4.0 * 2.0**K * gamma(N) * out_mag
+
+
+def _rows_through(rows: np.ndarray, M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rows @ M, |rows| @ |M|). Rows that are signed unit vectors (the +-e_k of every entry of a
+    Jacobian row: 2n x n) select rows of M: the same floats as the products (each sum has one
+    nonzero term, +-1 times an entry), without their 2n x n x m multiply-adds (on MNIST's 784
+    inputs a quarter of the linear passes' time)."""
+    nonzero = rows != 0
+    if np.all(nonzero.sum(axis=1) == 1):
+        idx = np.argmax(nonzero, axis=1)
+        sign = rows[np.arange(rows.shape[0]), idx]
+        if np.all(np.abs(sign) == 1.0):
+            picked = M[idx]
+            return np.where(sign[:, None] > 0, picked, -picked), np.abs(picked)
+    return rows @ M, np.abs(rows) @ np.abs(M)
 
 
 def _backsubstitute(maps, relax, s0_lo, s0_hi, i: int, lam: np.ndarray, owner: np.ndarray | None) -> np.ndarray:
