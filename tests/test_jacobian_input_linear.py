@@ -67,12 +67,17 @@ def test_clarke_bound_above_12_inputs_covers_the_clarke_set_and_is_not_looser(se
         <= clarke_norm_bound(Ws, s_lo, s_hi, "linf", None, target=target, linear_above=None)
 
 
-def test_entrywise_linear_rows_only_on_boxes_the_input_linear_bound_left(monkeypatch):
+@pytest.mark.parametrize("top_inputs", [100, 10])
+def test_entrywise_linear_rows_only_on_boxes_the_input_linear_bound_left(monkeypatch, top_inputs):
     """A batch of slope boxes: the entrywise linear rows run on exactly the boxes whose bounds the
     input-linear bound did not change (here box 1, its result withheld), with that box's own
-    threshold; every bound still covers the box's exact norm (vertex enumeration) and is no looser
+    threshold, and beyond ENTRYWISE_TOP_INPUTS inputs also on the ENTRYWISE_TOP boxes of largest
+    bound; every bound still covers the box's exact norm (vertex enumeration) and is no looser
     than its interval bound."""
     import solvers.bounds.jacobian as jm
+
+    monkeypatch.setattr(jm, "ENTRYWISE_TOP_INPUTS", top_inputs)
+    monkeypatch.setattr(jm, "ENTRYWISE_TOP", 1)
     from solvers.bounds.jacobian import clarke_norm_bound_batch
 
     rng = np.random.default_rng(7)
@@ -101,7 +106,12 @@ def test_entrywise_linear_rows_only_on_boxes_the_input_linear_bound_left(monkeyp
     thresholds = np.array([-1.0, -2.0, -3.0])
     got = clarke_norm_bound_batch(Ws, s_lo, s_hi, "linf", "l1", linear_above=thresholds)
     assert len(calls) == 1
-    assert np.array_equal(calls[0][0], s_lo[0][[1]]) and np.array_equal(calls[0][1], thresholds[[1]])
+    boxes_in = [b for b in range(3) if any(np.array_equal(row, s_lo[0][b]) for row in calls[0][0])]
+    if top_inputs >= 20:  # 20 inputs: box 1 alone
+        assert np.array_equal(calls[0][0], s_lo[0][[1]]) and np.array_equal(calls[0][1], thresholds[[1]])
+    else:  # box 1 and the box of largest bound (maybe box 1 itself), each with its own threshold
+        assert 1 in boxes_in and len(calls[0][0]) in (1, 2)
+        assert set(calls[0][1]) == {thresholds[b] for b in boxes_in}
     for b in range(3):
         assert exact[b] * (1 - 1e-12) <= got[b] <= interval[b]
     # box 1 got the entrywise linear bound: what the same call gives it alone with the rows on

@@ -183,8 +183,8 @@ def _raced(net, box, question: NormQuestion, opts: LocalOptions, nb, search: Wit
            fast: tuple[float, str], progress, splits: bool, regions: bool) -> LipschitzCertificate:
     """auto's race (`race`): the MILP path in a forked child with one solver thread; here the region
     stage when the rule runs it, then the tree on boxes whose inputs it splits (or with no region
-    stage), else nothing: the MILP alone from there (the phase-splitting tree closes the digits
-    32-32 MLPs in 10-11 s where their MILP takes 5-7 s, and would take its core)."""
+    stage, as on nets with two or more hidden layers: `_regions_first`), else nothing: the MILP
+    alone from there (after a region stage that gave up, the tree would mostly take its core)."""
     from .race import CHILD_DELAY, Race, race_side_names
 
     live = LiveProgress(progress, search, budget)
