@@ -217,7 +217,7 @@ def test_auto_picks_bab_for_few_inputs_the_milp_for_few_unstable_neurons_and_bab
     assert certify.local_lipschitz(net, (lo + hi) / 2, (hi - lo) / 2).method in ("regions", "bab")
     assert certify.local_lipschitz(net, (lo + hi) / 2, (hi - lo) / 2, input_norm="l2").method != "bab"
     wide = sequential(random_weights([10, 6, 6, 2], 3))
-    cert = certify.local_lipschitz(wide, np.zeros(10), 0.3)
+    cert = certify.local_lipschitz(wide, np.zeros(10), 0.3, race="off")  # (the rule; raced, the tree may win)
     assert cert.unstable <= 60 and cert.method in ("regions", "milp")
     w = random_weights([5, 60, 60, 3], 2)
     big = sequential(w)

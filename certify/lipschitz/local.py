@@ -109,7 +109,7 @@ def local_lipschitz(
         search = WitnessSearch(net, box, question, budget)
         search.sample()
         fast = fast_upper(net, nb, question, budget.deadline)
-        regions = opts.method == "auto" and _regions_first(net, nb, splits, question, opts.backend == "auto")
+        regions = opts.method == "auto" and _regions_first(net, nb, splits, question, _tree_may_race(opts, splits, question))
         if _race(opts, nb, box, question, splits, regions):
             from .race import RaceUnavailable
 
@@ -279,24 +279,35 @@ def _method(opts: LocalOptions, nb, box: Box, question: NormQuestion) -> str:
     return "milp" if nb.num_unstable <= AUTO_MILP_UNSTABLE and few_inputs else "bab"
 
 
-def _regions_first(net: Network, nb, splits: bool, question: NormQuestion, any_backend: bool = True) -> bool:
+def _regions_first(net: Network, nb, splits: bool, question: NormQuestion, tree_races: bool = False) -> bool:
     """Does auto try the region stage before its method? Before the MILP: always for l2 questions
     (their only exact path without Gurobi), for l1/linf ones with at most AUTO_REGIONS_BEFORE_MILP
     unstable neurons not tied to another (it closes those in a fraction of the MILP's time; with
     more it ran out of its time before the MILP); before the input-splitting branch-and-bound with
     at most AUTO_REGIONS_BEFORE_BAB of them (tied ones are never branched on): measured, the
-    enumeration's LPs grow faster than the tree's nodes with the unstable count (options). With
-    no back-end named (`any_backend`), never before the MILP on nets with two or more hidden ReLU
-    layers: there the phase-splitting tree, which races the MILP instead, closed every bench
-    question first (digits 32-32 x0 / x1 / x2: 1.4 / 1.6 / 0.9 s, where the region stage gave up
-    after 3 s on x0 / x1 and took 2.2 s on x2); a named MILP back-end keeps the region stage (the
-    exact path on degenerate nets, where the MILP's incumbents may not replay)."""
+    enumeration's LPs grow faster than the tree's nodes with the unstable count (options). Where
+    the tree can race the MILP (`tree_races`: `_tree_may_race`), never before the MILP on nets with
+    two or more hidden ReLU layers: there the phase-splitting tree closed every bench question
+    first (digits 32-32 x0 / x1 / x2: 1.4 / 1.6 / 0.9 s, where the region stage gave up after 3 s
+    on x0 / x1 and took 2.2 s on x2); a named MILP back-end, or no race, keeps the region stage
+    (the exact path on degenerate nets, where the MILP's incumbents may not replay)."""
     if not splits and question.uses_l2:
         return True
-    if not splits and any_backend and len(relu_blocks(net)) > 2:
+    if not splits and tree_races and len(relu_blocks(net)) > 2:
         return False
     limit = AUTO_REGIONS_BEFORE_BAB if splits else AUTO_REGIONS_BEFORE_MILP
     return nb.num_unstable <= limit or _free_unstable(net, nb) <= limit
+
+
+def _tree_may_race(opts: LocalOptions, splits: bool, question: NormQuestion) -> bool:
+    """Could auto race the phase-splitting tree against the MILP on this box (see `_race`): no
+    back-end named, inputs the tree does not split, l1/linf norms, the race not off, and a fork
+    and the cores for it."""
+    if splits or opts.backend != "auto" or question.uses_l2 or opts.race == "off":
+        return False
+    from .race import race_possible  # (lazy, as in `_race`)
+
+    return race_possible(cores=1 if opts.race == "on" else 2)
 
 
 def _free_unstable(net: Network, nb) -> int:
