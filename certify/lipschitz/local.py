@@ -109,7 +109,8 @@ def local_lipschitz(
         search = WitnessSearch(net, box, question, budget)
         search.sample()
         fast = fast_upper(net, nb, question, budget.deadline)
-        regions = opts.method == "auto" and _regions_first(net, nb, splits, question, _tree_may_race(opts, splits, question))
+        regions = opts.method == "auto" and _regions_first(net, nb, splits, question,
+                                                           not splits and _race_allowed(opts, question))
         if _race(opts, nb, box, question, splits, regions):
             from .race import RaceUnavailable
 
@@ -168,11 +169,17 @@ def _race(opts: LocalOptions, nb, box: Box, question: NormQuestion, splits: bool
     Gurobi's MIQP or an interpolation), a named back-end or method, or more than
     RACE_MAX_UNSTABLE unstable ReLUs. `race="on"`: wherever fork exists (the tree's boxes too);
     "off": the rule alone."""
-    if opts.method != "auto" or opts.backend != "auto" or question.uses_l2 or opts.race == "off":
-        return False
     if nb.num_unstable > RACE_MAX_UNSTABLE:
         return False
     if opts.race == "auto" and (splits or not (regions or _method(opts, nb, box, question) == "milp")):
+        return False
+    return _race_allowed(opts, question)
+
+
+def _race_allowed(opts: LocalOptions, question: NormQuestion) -> bool:
+    """What every race needs: `method` and `backend` auto, l1/linf norms, `race` not off, and a fork
+    and the cores for it."""
+    if opts.method != "auto" or opts.backend != "auto" or question.uses_l2 or opts.race == "off":
         return False
     from .race import race_possible  # (lazy: 4-6 ms of import that the questions never raced skip)
 
@@ -286,28 +293,18 @@ def _regions_first(net: Network, nb, splits: bool, question: NormQuestion, tree_
     more it ran out of its time before the MILP); before the input-splitting branch-and-bound with
     at most AUTO_REGIONS_BEFORE_BAB of them (tied ones are never branched on): measured, the
     enumeration's LPs grow faster than the tree's nodes with the unstable count (options). Where
-    the tree can race the MILP (`tree_races`: `_tree_may_race`), never before the MILP on nets with
-    two or more hidden ReLU layers: there the phase-splitting tree closed every bench question
-    first (digits 32-32 x0 / x1 / x2: 1.4 / 1.6 / 0.9 s, where the region stage gave up after 3 s
-    on x0 / x1 and took 2.2 s on x2); a named MILP back-end, or no race, keeps the region stage
-    (the exact path on degenerate nets, where the MILP's incumbents may not replay)."""
+    the tree can race the MILP (`tree_races`: a box it does not split, `_race_allowed`), never
+    before the MILP on nets with two or more hidden ReLU layers: there the phase-splitting tree
+    closed every bench question first (digits 32-32 x0 / x1 / x2: 1.4 / 1.6 / 0.9 s, where the
+    region stage gave up after 3 s on x0 / x1 and took 2.2 s on x2); a named MILP back-end, or no
+    race, keeps the region stage (the exact path on degenerate nets, where the MILP's incumbents
+    may not replay)."""
     if not splits and question.uses_l2:
         return True
     if not splits and tree_races and len(relu_blocks(net)) > 2:
         return False
     limit = AUTO_REGIONS_BEFORE_BAB if splits else AUTO_REGIONS_BEFORE_MILP
     return nb.num_unstable <= limit or _free_unstable(net, nb) <= limit
-
-
-def _tree_may_race(opts: LocalOptions, splits: bool, question: NormQuestion) -> bool:
-    """Could auto race the phase-splitting tree against the MILP on this box (see `_race`): no
-    back-end named, inputs the tree does not split, l1/linf norms, the race not off, and a fork
-    and the cores for it."""
-    if splits or opts.backend != "auto" or question.uses_l2 or opts.race == "off":
-        return False
-    from .race import race_possible  # (lazy, as in `_race`)
-
-    return race_possible(cores=1 if opts.race == "on" else 2)
 
 
 def _free_unstable(net: Network, nb) -> int:
