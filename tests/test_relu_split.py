@@ -50,8 +50,9 @@ def _interval(layers, lo, hi):
     return out
 
 
-def milp_max(net, lo, hi, split, c, e):
-    """Exact max of c . f(x) + e . x over the box with the split phases (-inf if infeasible)."""
+def milp_max(net, lo, hi, split, c, e, z_obj=None):
+    """Exact max of c . f(x) + e . x over the box with the split phases (-inf if infeasible); with
+    `z_obj` = (t, i, sign) the max of sign * z_t[i] (a hidden pre-activation) instead."""
     layers = _affine_layers(net)
     bounds = _interval(layers, lo, hi)
     n = lo.size
@@ -96,8 +97,14 @@ def milp_max(net, lo, hi, split, c, e):
         return -np.inf
     W, b = layers[-1]
     obj = np.zeros(N)
-    obj[prev] = c @ W
-    obj[:n] += e
+    if z_obj is None:
+        obj[prev] = c @ W
+        obj[:n] += e
+    else:
+        t, i, sign = z_obj
+        obj[offs[t] + i] = sign
+        b = np.zeros_like(b)
+        c = np.zeros(b.size)
     res = milp(-obj, constraints=LinearConstraint(np.array(rows), rl, ru), integrality=integrality,
                bounds=LinBounds(lb, ub), options={"mip_rel_gap": 0.0, "presolve": True})
     if res.status == 2:  # infeasible

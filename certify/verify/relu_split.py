@@ -29,10 +29,16 @@ be bounded by that LP tightened by rounds of each neuron's ideal cuts (`_cut_fin
 at the root and the branching so far say it pays: `_worth_cutting`), which goes below the triangle
 relaxation that beta-CROWN's bound relaxes. The loop is
 `solvers.bab.branch_and_bound` with a `DepthFirst` frontier, as for input splitting.
+
+A tree still open after PLAIN_SHARE of the time left at the refined root is searched again from a
+copy of that root with every node's unstable neurons bounded under *all* of its splits
+(`_rebound_under_splits`: a node's own bounds ignore the half-spaces of splits in the same and
+deeper layers), where the cost of such nodes measured at the root lets DEEP_MIN_NODES of them fit.
 """
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, field, replace
 
@@ -42,16 +48,16 @@ from models.ir import Network
 from models.memory import Holding, gb, work_left
 from solvers.bab import DepthFirst, NodeBound
 from solvers.bounds import Bounds, relu_blocks
-from solvers.bounds.beta import beta_upper, clamp_splits, crown_slopes, estimate_upper
+from solvers.bounds.beta import beta_upper, clamp_splits, crown_slopes, estimate_upper, split_neuron_bounds
 from solvers.bounds.options import BoundOptions
 from solvers.bounds.pipeline import bound_boxes
-from solvers.runtime import past
+from solvers.runtime import past, stop_requested
 
 from .attack import Falsifier
 from .counterexample import Counterexample
 from .node_bounds import clause_bounds, stacked_rows
 from .relu_lp import clause_lp_bound
-from .search import SPLIT, SearchOutcome, run_search
+from .search import SAT, SPLIT, TIMEOUT, SearchOutcome, run_search
 from .split_workers import search_halves, split_rule
 
 # gradient steps on alpha / beta at the root and at every other node (warm-started from the parent)
@@ -88,6 +94,16 @@ CUT_HISTORY = 32
 # a try's LPs stop after CUT_TRY_SHARE of the search's time limit (at least CUT_TRY_MIN seconds)
 CUT_TRY_SHARE = 0.05
 CUT_TRY_MIN = 2.0
+# the search without re-bounds under all splits gets PLAIN_SHARE of the time left after the root;
+# an open tree is then searched again from the refined root with them (`_rebound_under_splits`:
+# DEEP_ITERATIONS gradient steps, batches of at most DEEP_FLOATS floats per array)
+PLAIN_SHARE = 0.3
+DEEP_ITERATIONS = 60
+DEEP_FLOATS = 2_000_000
+# the second search only where it can afford DEEP_MIN_NODES nodes at the cost measured at the root
+# (DEEP_PROBE neurons re-bounded there, scaled to its unstable ones): CIFAR nets' nodes cost far more
+DEEP_MIN_NODES = 100
+DEEP_PROBE = 16
 # split candidates per ReLU layer tried by strong branching (0: BaBSR's score alone)
 STRONG_PER_LAYER = 2
 # seconds of one round of node bounds (the engine sizes the batch from the last round's per-node time)
@@ -128,12 +144,16 @@ class ReluSplitSearch:
     """Branch-and-bound over ReLU phases with beta-CROWN node bounds: a `solvers.bab` problem run
     depth-first that stops at the first replayed counterexample."""
 
+    # counts a forked worker's half adds to this process's (`split_workers`)
+    COUNTERS = ("cut_tries", "cut_closed", "cut_seconds", "deep_problems", "deep_empty")
+
     def __init__(self, falsifier: Falsifier, net: Network, *, batch_size: int = 32, tighten: bool = True,
                  root_iterations: int = ROOT_ITERATIONS, iterations: int = NODE_ITERATIONS,
                  strong: int = STRONG_PER_LAYER, pgd_every: int = 5, strong_all_rows: bool = False,
                  rebound_last: bool = False, bound_grace: float = 0.0, skip_unchanged: bool = True,
                  workers: int = 2, reuse_slopes: bool = True, cut_share: float = CUT_SHARE,
-                 root_lp: bool = True) -> None:
+                 root_lp: bool = True, deep_iterations: int | None = None,
+                 plain_share: float | None = None) -> None:
         self.f = falsifier
         self.bound_grace = bound_grace  # node bounds in flight at the deadline may finish within it
         self.blocks = relu_blocks(net)
@@ -188,6 +208,17 @@ class ReluSplitSearch:
         self.level_drop, self.node_seconds = 0.0, 0.0
         self._started = time.perf_counter()
         self._in_trial = False
+        # the second search (`run`): every unstable neuron re-bounded under all of the node's splits
+        # (0: no second search), after `plain_share` of the time left at the root (0: right after it)
+        self.deep_iterations = DEEP_ITERATIONS if deep_iterations is None else deep_iterations
+        self.plain_share = PLAIN_SHARE if plain_share is None else plain_share
+        self.deep = False  # (the second search is running)
+        self.deep_empty = self.deep_problems = 0
+        self._root_entries: list = []  # the refined roots as engine entries, copied for the second search
+        self.deep_node_seconds = 0.0  # a node's re-bound under its splits, estimated at the root
+        self.deep_note = ""
+        self._plain_end = np.inf
+        self._root_leaves = -np.inf  # the largest bound of the roots the second search does not search
 
     # ---------------------------------------------------------------- the BabProblem side
     def roots(self) -> list[_Node]:
@@ -236,7 +267,44 @@ class ReluSplitSearch:
                 live = [nodes[i] for i in again if not out[i].leaf and nodes[i].choice is not None]
                 if live and self.cex is None:  # (with or without slopes kept: the policy is tried either way)
                     self._pick_policy(live[0])
+            if self.deep_iterations and self.cex is None:
+                self._keep_roots(nodes, out)
         return out
+
+    def _keep_roots(self, nodes: list[_Node], out: list[NodeBound]) -> None:
+        """Copies of the refined open roots (engine entries: bound, depth, node, node bound) for
+        the second search, and the end of the first one (`run`)."""
+        entries = [(nb.upper, 0, copy.deepcopy(n), nb) for n, nb in zip(nodes, out) if not nb.leaf and n.choice is not None]
+        # the other roots are leaves, closed or stuck: their bounds stay part of the answer's
+        self._root_leaves = max((nb.upper for n, nb in zip(nodes, out) if nb.leaf or n.choice is None), default=-np.inf)
+        self._root_cap = self.memory_cap
+        if not entries or self.deadline is None or past(self.deadline):
+            return
+        self.deep_node_seconds = self._probe_rebound(entries[0][2])
+        now = time.perf_counter()
+        self._plain_end = now + self.plain_share * max(self.deadline - now, 0.0)
+        if self.deep_node_seconds * DEEP_MIN_NODES <= self.deadline - self._plain_end:
+            self._root_entries = entries
+        else:
+            self.deep_note = (f"no second search with node bounds under all splits: a node's re-bound estimated at "
+                              f"{self.deep_node_seconds:.2g} s at the root, too slow for {DEEP_MIN_NODES} nodes")
+
+    def _probe_rebound(self, root: _Node) -> float:
+        """Seconds a node's re-bound under its splits would take (`_rebound_under_splits`), from
+        DEEP_PROBE of the root's unstable neurons (spread over its layers) bounded that way."""
+        region = self.f.regions[root.region]
+        K = len(self.blocks) - 1
+        unstable = [(t, i) for t in range(K) for i in np.flatnonzero((root.pre_lo[t] < 0) & (root.pre_hi[t] > 0))]
+        if not unstable:
+            return 0.0
+        pick = [unstable[q] for q in np.linspace(0, len(unstable) - 1, min(DEEP_PROBE, len(unstable))).astype(int)]
+        P = len(pick)
+        started = time.perf_counter()
+        split_neuron_bounds(self.blocks, region.lo[None], region.hi[None], [np.repeat(a[None], P, 0) for a in root.pre_lo],
+                            [np.repeat(a[None], P, 0) for a in root.pre_hi],
+                            [np.repeat(s[None], P, 0) for s in root.split], np.array([t for t, _ in pick]),
+                            np.array([i for _, i in pick]), iterations=self.deep_iterations)
+        return (time.perf_counter() - started) * len(unstable) / P
 
     def _pick_policy(self, root: _Node) -> None:
         """Two choices for the whole search, made by trials on the refined root: each split is tried
@@ -453,6 +521,8 @@ class ReluSplitSearch:
         started = time.perf_counter()
         inherited = [float(np.max(np.where(n.open, n.upper, -np.inf))) if n.open.any() else -np.inf for n in nodes]
         empty = self._tighten(r, nodes)
+        if self.deep and not self._in_trial:
+            self._rebound_under_splits(region, nodes, empty)
         K = len(self.blocks) - 1
         # problems: (node, row) for the rows of every open clause of every non-empty node
         pb, pr = [], []
@@ -670,6 +740,58 @@ class ReluSplitSearch:
             m = min(range(len(cands)), key=lambda m: (worst[(q, m)], m))
             nodes[b].choice = cands[m]
 
+    def _rebound_under_splits(self, region, nodes: list[_Node], empty: np.ndarray) -> None:
+        """Every unstable neuron of the nodes below the root bounded under all of the
+        node's splits (`split_neuron_bounds`), layer by layer (each layer's problems see the earlier
+        layers' new bounds); a node with crossing bounds is empty (`empty[b]` set)."""
+        K = len(self.blocks) - 1
+        sel = [b for b, n in enumerate(nodes) if not empty[b] and n.depth > 0]
+        if not sel:
+            return
+        for b in sel:  # (own copies: a node's arrays may be shared with its siblings)
+            n = nodes[b]
+            n.pre_lo, n.pre_hi = clamp_splits(n.pre_lo, n.pre_hi, n.split)
+            if any(np.any(lo > hi) for lo, hi in zip(n.pre_lo, n.pre_hi)):
+                empty[b] = True
+                self.deep_empty += 1
+        sel = [b for b in sel if not empty[b]]
+        for j in range(K):
+            if past(self._bound_deadline()):
+                return
+            node_of, neuron = [], []
+            for b in sel:
+                if empty[b]:
+                    continue
+                n = nodes[b]
+                un = np.flatnonzero((n.pre_lo[j] < 0) & (n.pre_hi[j] > 0))
+                node_of += [b] * un.size
+                neuron += un.tolist()
+            if not node_of:
+                continue
+            node_of, neuron = np.array(node_of), np.array(neuron)
+            width = region.lo.size + sum(a.size for a in nodes[sel[0]].pre_lo)
+            step = max(1, DEEP_FLOATS // (2 * width))
+            for start in range(0, node_of.size, step):
+                if start and past(self._bound_deadline()):
+                    break
+                nd, nr = node_of[start:start + step], neuron[start:start + step]
+                lower, upper = split_neuron_bounds(
+                    self.blocks, region.lo[None], region.hi[None], [np.stack([nodes[b].pre_lo[t] for b in nd]) for t in range(K)],
+                    [np.stack([nodes[b].pre_hi[t] for b in nd]) for t in range(K)],
+                    [np.stack([nodes[b].split[t] for b in nd]) for t in range(K)], np.full(nd.size, j), nr,
+                    iterations=self.deep_iterations)
+                for b in np.unique(nd):
+                    mine = nd == b
+                    n = nodes[b]
+                    l, u = n.pre_lo[j].copy(), n.pre_hi[j].copy()
+                    l[nr[mine]] = np.maximum(l[nr[mine]], lower[mine])
+                    u[nr[mine]] = np.minimum(u[nr[mine]], upper[mine])
+                    n.pre_lo[j], n.pre_hi[j] = l, u
+                    if np.any(l > u):
+                        empty[b] = True
+                        self.deep_empty += 1
+            self.deep_problems += node_of.size
+
     def _finish(self, r: int, n: _Node) -> bool:
         """The LP finisher on a node without unstable neurons: each open clause's margin bounded by
         a safe LP (exact there); True after a replayed counterexample."""
@@ -715,9 +837,10 @@ class ReluSplitSearch:
         """The verification search's driver (`search.run_search`: the engine with this problem,
         its budgets, statuses and sound upper bound), with this search's notes."""
         try:
-            out = run_search(self, deadline, split_when=split_rule(self.workers))
-            if out.status == SPLIT:
-                out = search_halves(self, out, deadline)
+            out = self._search(deadline)
+            if (out.status == TIMEOUT and self._root_entries and not past(deadline) and not stop_requested()
+                    and self.cex is None):
+                out = self._search_again(out, deadline)
         finally:
             self.holding.release()
         shared = out.notes
@@ -734,6 +857,10 @@ class ReluSplitSearch:
             lps, seconds, before, after = (sum(v) for v in zip(*self.root_lp))
             out.notes.append(f"refined root: {lps} LP(s) with ideal ReLU cuts in {seconds:.1f} s; unstable neurons "
                              f"{before} after the optimised slopes, {after} after the LPs")
+        if self.deep_problems:
+            out.notes.append(f"node bounds under all splits: {self.deep_problems} neuron(s), {self.deep_empty} node(s) empty")
+        elif self.deep_note and out.status == TIMEOUT:
+            out.notes.append(self.deep_note)
         if self.cut_tries:
             out.notes.append(f"cut finisher: {self.cut_closed} of {self.cut_tries} node(s) closed by LPs with ideal "
                              f"ReLU cuts ({self.cut_seconds:.1f} s)")
@@ -746,6 +873,39 @@ class ReluSplitSearch:
         if stuck:
             out.notes.append(f"{stuck} node(s) with every ReLU phase fixed could not be closed by the LP")
         out.notes += shared
+        return out
+
+    def _search(self, deadline: float) -> SearchOutcome:
+        """One search of the tree, on two processes once it is large (`split_workers`); while a
+        second search may follow, only until `_plain_end` (set at the refined root)."""
+        first = lambda: bool(self._root_entries) and not self.deep  # noqa: E731  (a second search to come)
+        out = run_search(self, deadline, split_when=split_rule(self.workers),
+                         interrupt=lambda: first() and time.perf_counter() >= self._plain_end)
+        if out.status == SPLIT:
+            out = search_halves(self, out, min(deadline, self._plain_end) if first() else deadline)
+        return out
+
+    def _search_again(self, first: SearchOutcome, deadline: float) -> SearchOutcome:
+        """The tree searched again from the refined roots, every node's unstable neurons re-bounded
+        under all of its splits (`_rebound_under_splits`): 30-60x a node's cost, which on most
+        instances loses against more nodes, on some closes a tree the first search could not (mnist_fc
+        256x4 prop_12_0.05: 253 nodes where 83,000 had left it open). The first search's upper
+        bound stays valid for the whole tree: the answer keeps the smaller one."""
+        self.deep = True
+        before = (self.nodes, first.upper)
+        # (the second search covers the open roots' trees again: only stuck roots stay stuck)
+        self.stuck = [n for n in self.stuck if n.depth == 0]
+        self.stuck_elsewhere, self.memory_cap, self.memory_stop = 0, self._root_cap, False
+        self.frontier = DepthFirst(self.frontier.priority)
+        self._seeds, self._root_entries = self._root_entries, []
+        out = self._search(deadline)
+        note = (f"searched again from the refined root with node bounds under all splits after {before[0]} node(s)"
+                + ("" if before[1] is None else f" (bound then {before[1]:.4g})")
+                + f"; a node's re-bound estimated at {self.deep_node_seconds:.2g} s at the root")
+        out.notes = first.notes + [note] + out.notes
+        if out.status != SAT:  # (sound: the first search's bound; the second's with the root leaves')
+            again = None if out.upper is None else max(out.upper, self._root_leaves)
+            out.upper = before[1] if again is None else again if before[1] is None else min(again, before[1])
         return out
 
     def search_entries(self, entries: list, deadline: float, interrupt=None) -> SearchOutcome:

@@ -49,12 +49,12 @@ def _worker(conn, search, entries: list, deadline: float, halt, parent: int) -> 
     die_with_parent(parent)
     with reporting_to(conn):  # (on an error the parent searches this half itself)
         nodes0 = search.nodes
-        cuts0 = (search.cut_tries, search.cut_closed, search.cut_seconds)  # (counted here before the fork)
+        counts0 = {k: getattr(search, k) for k in search.COUNTERS}  # (counted here before the fork)
         out = search.search_entries(entries, deadline, interrupt=lambda: bool(halt.value))
         x = None if out.counterexample is None else np.asarray(out.counterexample.x, dtype=np.float64)
         conn.send(("done", out.status, out.upper, search.nodes - nodes0, search.max_depth, out.open_nodes,
                    len(search.stuck), x, search.compactions, search.memory_note,
-                   (search.cut_tries - cuts0[0], search.cut_closed - cuts0[1], search.cut_seconds - cuts0[2])))
+                   {k: getattr(search, k) - v for k, v in counts0.items()}))
 
 
 def search_halves(search, split: SearchOutcome, deadline: float) -> SearchOutcome:
@@ -91,10 +91,10 @@ def search_halves(search, split: SearchOutcome, deadline: float) -> SearchOutcom
     notes = [f"ReLU splitting on 2 processes after {split.nodes} node(s): {len(entries)} open subtrees shared"]
     there: SearchOutcome | None = None
     if msg is not None and msg[0] == "done":
-        _, status, upper, nodes, depth, open_nodes, stuck, x, compactions, memory_note, cuts = msg
+        _, status, upper, nodes, depth, open_nodes, stuck, x, compactions, memory_note, counts = msg
         search.nodes += nodes
-        search.cut_tries, search.cut_closed = search.cut_tries + cuts[0], search.cut_closed + cuts[1]
-        search.cut_seconds += cuts[2]
+        for k, v in counts.items():  # (the worker's own counts: cut finisher, re-bounds under splits)
+            setattr(search, k, getattr(search, k) + v)
         search.max_depth = max(search.max_depth, depth)
         search.stuck_elsewhere += stuck
         search.compactions += compactions
