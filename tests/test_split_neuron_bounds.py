@@ -160,8 +160,8 @@ def test_optimiser_gradient_with_an_objective_term(seed):
     assert checked > 0
 
 
-@pytest.mark.parametrize("deep, min_nodes", [(0, 200), (60, 200), (60, 10**12)])
-def test_verdicts_with_and_without_the_rebound_under_splits(monkeypatch, deep, min_nodes):
+@pytest.mark.parametrize("on, min_nodes", [(False, 100), (True, 100), (True, 10**12)])
+def test_verdicts_with_and_without_the_rebound_under_splits(monkeypatch, on, min_nodes):
     """ReLU-split verdicts of the second search (the tree again from the refined root, every node's
     neurons bounded under all of its splits; here right after the root, `PLAIN_SHARE` 0) and
     without one, against exact activation-region enumeration (verdicts, counterexamples, and the
@@ -170,7 +170,6 @@ def test_verdicts_with_and_without_the_rebound_under_splits(monkeypatch, deep, m
     time for `DEEP_MIN_NODES` of them (the first search then keeps the whole time)."""
     import certify.verify.relu_split as relu_split
 
-    monkeypatch.setattr(relu_split, "DEEP_ITERATIONS", deep)
     monkeypatch.setattr(relu_split, "PLAIN_SHARE", 0.0)
     monkeypatch.setattr(relu_split, "DEEP_MIN_NODES", min_nodes)
     results, bounded, again = [], 0, 0
@@ -180,14 +179,15 @@ def test_verdicts_with_and_without_the_rebound_under_splits(monkeypatch, deep, m
         net = random_relu_net(sizes, seed=seed, bias_scale=0.3)
         text, lo, hi, G, H, d = _property(rng, net, sizes[0], sizes[-1])
         exact, _ = exact_max_margin(net, lo, hi, G, H, d)
-        res = verify(net, parse_vnnlib(text), timeout=20, seed=seed, max_split_dims=0, attack_seconds=0.0)
+        res = verify(net, parse_vnnlib(text), timeout=20, seed=seed, max_split_dims=0, attack_seconds=0.0,
+                     second_search=on)
         why = disagreements(res, exact, text, net, lo, hi, TOL)
         assert not why, why
         results.append(res.result)
         bounded += any(n.startswith("node bounds under all splits") for n in res.notes)
         again += any(n.startswith("searched again from the refined root") for n in res.notes)
     assert "unsat" in results, results
-    second = deep > 0 and min_nodes < 10**12
+    second = on and min_nodes < 10**12
     assert (bounded > 0) == second and (again > 0) == second, (bounded, again)
 
 

@@ -60,6 +60,7 @@ def verify(
     max_split_dims: int = 16,
     batch_size: int = 32,
     root_lp: bool = True,
+    second_search: bool = True,
 ) -> VerificationResult:
     """Decide a VNNLIB property: `sat` (counterexample), `unsat` (proof), `timeout` or `unknown`.
 
@@ -72,15 +73,18 @@ def verify(
     - `max_split_dims`: regions with more free input dimensions are searched by ReLU splitting
       (`relu_split.ReluSplitSearch`, beta-CROWN node bounds) unless a `bounder` is given;
     - `root_lp`: that search's open root bounds its unstable neurons by LPs with ideal cuts first
-      (up to half the time left; off for runs that mostly look for counterexamples).
+      (up to half the time left; off for runs that mostly look for counterexamples);
+    - `second_search`: a tree that search leaves open after 30% of the time left at its root is
+      searched again with every node's neurons bounded under all of its splits, where the cost
+      measured at the root lets 100 such nodes fit (off: one search, the whole time).
     """
     with single_threaded_blas():  # small matrix products: OpenBLAS threads only wait for each other
         return _verify(model, spec, timeout, reference, seed, bounder, attack_seconds, max_split_dims, batch_size,
-                       root_lp)
+                       root_lp, second_search)
 
 
 def _verify(model, spec, timeout, reference, seed, bounder, attack_seconds, max_split_dims, batch_size,
-            root_lp) -> VerificationResult:
+            root_lp, second_search) -> VerificationResult:
     t0 = time.perf_counter()
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0:
         raise BadInput(f"timeout must be a positive number of seconds, got {timeout!r}")
@@ -118,7 +122,8 @@ def _verify(model, spec, timeout, reference, seed, bounder, attack_seconds, max_
                                               notes=notes, details=details, **common), net)
 
     if bounder is None and not splits:  # too many inputs to split: split ReLUs (beta-CROWN)
-        search: InputSplitSearch | ReluSplitSearch = ReluSplitSearch(falsifier, net, bound_grace=BOUND_GRACE, root_lp=root_lp)
+        search: InputSplitSearch | ReluSplitSearch = ReluSplitSearch(falsifier, net, bound_grace=BOUND_GRACE, root_lp=root_lp,
+                                                                      deep_iterations=None if second_search else 0)
         bounder_name = "beta-crown-relu-split"
     else:
         # (a batch of node bounds in flight at the deadline may finish within BOUND_GRACE: a cheap root,
