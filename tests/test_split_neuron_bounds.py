@@ -219,3 +219,28 @@ def test_second_search_over_two_input_regions(monkeypatch):
         assert not why, why
         results.append(res.result)
     assert "unsat" in results, results
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_layer_bounds_under_all_splits_hold_against_milp(seed):
+    """`split_layer_bounds_all` (a whole layer of a node, in batches of a few problems): each
+    neuron's bounds contain its exact range over the split set (big-M MILP), and never widen the
+    given ones."""
+    from solvers.bounds.beta import split_layer_bounds_all
+
+    node = None
+    while node is None:  # (a case whose split set the node bounds do not declare empty)
+        rng, net, blocks, lo, hi, split = _case(seed, n_in=5, hidden=(9, 8, 7), m=2, p_split=0.35)
+        node = _node_bounds(blocks, lo, hi, split)
+        seed += 1000
+    _, pl, ph = node
+    sp = [s[None] for s in split]
+    for j in range(len(pl)):
+        l, u = split_layer_bounds_all(blocks, lo[None], hi[None], pl, ph, sp, j, iterations=30, floats=200)
+        assert np.all(l >= pl[j]) and np.all(u <= ph[j])
+        for i in np.flatnonzero((pl[j][0] < 0) & (ph[j][0] > 0)):
+            top = milp_max(net, lo, hi, split, None, None, z_obj=(j, i, 1.0))
+            if top == -np.inf:
+                return
+            bottom = -milp_max(net, lo, hi, split, None, None, z_obj=(j, i, -1.0))
+            assert u[0, i] >= top - TOL * (1 + abs(top)) and l[0, i] <= bottom + TOL * (1 + abs(bottom)), (j, i)

@@ -48,7 +48,8 @@ from models.ir import Network
 from models.memory import Holding, gb, work_left
 from solvers.bab import DepthFirst, NodeBound
 from solvers.bounds import Bounds, relu_blocks
-from solvers.bounds.beta import beta_upper, clamp_splits, crown_slopes, estimate_upper, split_neuron_bounds
+from solvers.bounds.beta import (beta_upper, clamp_splits, crown_slopes, estimate_upper, split_layer_bounds_all,
+                                  split_neuron_bounds)
 from solvers.bounds.options import BoundOptions
 from solvers.bounds.pipeline import bound_boxes
 from solvers.runtime import past, stop_requested
@@ -741,56 +742,32 @@ class ReluSplitSearch:
             nodes[b].choice = cands[m]
 
     def _rebound_under_splits(self, region, nodes: list[_Node], empty: np.ndarray) -> None:
-        """Every unstable neuron of the nodes below the root bounded under all of the
-        node's splits (`split_neuron_bounds`), layer by layer (each layer's problems see the earlier
-        layers' new bounds); a node with crossing bounds is empty (`empty[b]` set)."""
-        K = len(self.blocks) - 1
+        """Every unstable neuron of the nodes below the root bounded under all of the node's splits
+        (`split_layer_bounds_all`), layer by layer (each layer's problems see the earlier layers' new
+        bounds); a node with crossing bounds is empty (`empty[b]` set)."""
         sel = [b for b, n in enumerate(nodes) if not empty[b] and n.depth > 0]
         if not sel:
             return
-        for b in sel:  # (own copies: a node's arrays may be shared with its siblings)
+        K = len(self.blocks) - 1
+        split = [np.stack([nodes[b].split[t] for b in sel]) for t in range(K)]
+        # (stacked: own copies, where a node's arrays may be shared with its siblings)
+        pre_lo, pre_hi = clamp_splits([np.stack([nodes[b].pre_lo[t] for b in sel]) for t in range(K)],
+                                      [np.stack([nodes[b].pre_hi[t] for b in sel]) for t in range(K)], split)
+        for j in range(K):
+            if past(self._bound_deadline()):
+                break
+            live = ~np.any([np.any(lo > hi, axis=1) for lo, hi in zip(pre_lo, pre_hi)], axis=0)
+            before = int(np.sum(((pre_lo[j] < 0) & (pre_hi[j] > 0))[live]))
+            pre_lo[j], pre_hi[j] = split_layer_bounds_all(self.blocks, region.lo[None], region.hi[None], pre_lo, pre_hi,
+                                                          split, j, self.deep_iterations, self._bound_deadline(),
+                                                          DEEP_FLOATS)
+            self.deep_problems += before
+        for k, b in enumerate(sel):
             n = nodes[b]
-            n.pre_lo, n.pre_hi = clamp_splits(n.pre_lo, n.pre_hi, n.split)
+            n.pre_lo, n.pre_hi = [a[k].copy() for a in pre_lo], [a[k].copy() for a in pre_hi]  # (no views of the batch)
             if any(np.any(lo > hi) for lo, hi in zip(n.pre_lo, n.pre_hi)):
                 empty[b] = True
                 self.deep_empty += 1
-        sel = [b for b in sel if not empty[b]]
-        for j in range(K):
-            if past(self._bound_deadline()):
-                return
-            node_of, neuron = [], []
-            for b in sel:
-                if empty[b]:
-                    continue
-                n = nodes[b]
-                un = np.flatnonzero((n.pre_lo[j] < 0) & (n.pre_hi[j] > 0))
-                node_of += [b] * un.size
-                neuron += un.tolist()
-            if not node_of:
-                continue
-            node_of, neuron = np.array(node_of), np.array(neuron)
-            width = region.lo.size + sum(a.size for a in nodes[sel[0]].pre_lo)
-            step = max(1, DEEP_FLOATS // (2 * width))
-            for start in range(0, node_of.size, step):
-                if start and past(self._bound_deadline()):
-                    break
-                nd, nr = node_of[start:start + step], neuron[start:start + step]
-                lower, upper = split_neuron_bounds(
-                    self.blocks, region.lo[None], region.hi[None], [np.stack([nodes[b].pre_lo[t] for b in nd]) for t in range(K)],
-                    [np.stack([nodes[b].pre_hi[t] for b in nd]) for t in range(K)],
-                    [np.stack([nodes[b].split[t] for b in nd]) for t in range(K)], np.full(nd.size, j), nr,
-                    iterations=self.deep_iterations)
-                for b in np.unique(nd):
-                    mine = nd == b
-                    n = nodes[b]
-                    l, u = n.pre_lo[j].copy(), n.pre_hi[j].copy()
-                    l[nr[mine]] = np.maximum(l[nr[mine]], lower[mine])
-                    u[nr[mine]] = np.minimum(u[nr[mine]], upper[mine])
-                    n.pre_lo[j], n.pre_hi[j] = l, u
-                    if np.any(l > u):
-                        empty[b] = True
-                        self.deep_empty += 1
-            self.deep_problems += node_of.size
 
     def _finish(self, r: int, n: _Node) -> bool:
         """The LP finisher on a node without unstable neurons: each open clause's margin bounded by

@@ -468,22 +468,47 @@ def split_input_layer_bounds(blocks: list[Affine], lo: np.ndarray, hi: np.ndarra
     return l_0, u_0
 
 
+def split_layer_bounds_all(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo: list[np.ndarray],
+                           pre_hi: list[np.ndarray], split: list[np.ndarray], j: int, iterations: int = 60,
+                           deadline: float | None = None, floats: int = 2_000_000) -> tuple[np.ndarray, np.ndarray]:
+    """`split_layer_bounds` under *all* of each node's splits (`split_neuron_bounds`: those of layer j
+    and deeper ones too), for B nodes sharing one box (lo, hi (1, n)) or each with its own (B, n):
+    every unstable neuron of layer j, in batches of at most `floats` floats per (problem x neuron)
+    array, until `deadline`. Returns (l_j, u_j) intersected with the given ones (l > u: the node is
+    empty); nodes whose given bounds cross keep theirs."""
+    l_j, u_j = pre_lo[j].copy(), pre_hi[j].copy()
+    for nd, nr in _unstable_batches(lo.shape[1], pre_lo, pre_hi, j, len(pre_lo), deadline, floats):
+        box = (lo, hi) if lo.shape[0] == 1 else (lo[nd], hi[nd])
+        lower, upper = split_neuron_bounds(blocks, *box, [a[nd] for a in pre_lo], [a[nd] for a in pre_hi],
+                                           [s[nd] for s in split], np.full(nd.size, j), nr, iterations=iterations)
+        u_j[nd, nr] = np.minimum(u_j[nd, nr], upper)
+        l_j[nd, nr] = np.maximum(l_j[nd, nr], lower)
+    return l_j, u_j
+
+
+def _unstable_batches(n_in: int, pre_lo, pre_hi, layer: int, depth: int, deadline: float | None, floats: int):
+    """(nodes, neurons) of the unstable neurons of `layer`, in batches of problem pairs whose
+    (problem x neuron) arrays over the input and ReLU layers 0..depth stay within `floats`, until
+    `deadline`. Nodes whose bounds of layers 0..depth-1 cross are left out (empty already: nothing
+    to bound, and no inf in the optimiser's steps)."""
+    crossed = np.zeros(pre_lo[0].shape[0], dtype=bool)
+    for a, b in zip(pre_lo[:depth], pre_hi[:depth]):
+        crossed |= np.any(a > b, axis=1)
+    node, neuron = np.nonzero((pre_lo[layer] < 0) & (pre_hi[layer] > 0) & ~crossed[:, None])
+    width = n_in + sum(a.shape[1] for a in pre_lo[: depth + 1])
+    step = max(1, floats // (2 * width))
+    for start in range(0, node.size, step):
+        if start and past(deadline):
+            return
+        yield node[start:start + step], neuron[start:start + step]
+
+
 def _neuron_problems(lo, hi, pre_lo, pre_hi, split, layer: int, depth: int, deadline: float | None):
     """The problem pairs (max z, max -z) of the unstable neurons of `layer` over the sub-network's
     ReLU layers 0..depth-1, in batches within SPLIT_LAYER_FLOATS, until `deadline`: (nodes,
     neurons, the `beta_upper` arguments lo, hi, pre_lo, pre_hi, split of each problem, rows stacked
-    max first). Nodes whose bounds of those layers cross are left out (empty already: nothing to
-    bound, and no inf in the optimiser's steps)."""
-    crossed = np.zeros(lo.shape[0], dtype=bool)
-    for a, b in zip(pre_lo[:depth], pre_hi[:depth]):
-        crossed |= np.any(a > b, axis=1)
-    node, neuron = np.nonzero((pre_lo[layer] < 0) & (pre_hi[layer] > 0) & ~crossed[:, None])
-    width = lo.shape[1] + sum(a.shape[1] for a in pre_lo[: depth + 1])
-    step = max(1, SPLIT_LAYER_FLOATS // (2 * width))
-    for start in range(0, node.size, step):
-        if start and past(deadline):
-            return
-        nd, nr = node[start:start + step], neuron[start:start + step]
+    max first; `_unstable_batches`)."""
+    for nd, nr in _unstable_batches(lo.shape[1], pre_lo, pre_hi, layer, depth, deadline, SPLIT_LAYER_FLOATS):
         rows = np.concatenate([nd, nd])
         yield nd, nr, (lo[rows], hi[rows], [a[rows] for a in pre_lo[:depth]], [a[rows] for a in pre_hi[:depth]],
                        [np.asarray(s[rows], dtype=np.float64) for s in split[:depth]])
@@ -491,4 +516,4 @@ def _neuron_problems(lo, hi, pre_lo, pre_hi, split, layer: int, depth: int, dead
 SPLIT_LAYER_FLOATS = 4_000_000  # per batch of `split_layer_bounds`: the optimiser keeps some 15 such arrays
 
 __all__ = ["SplitBounds", "beta_upper", "clamp_splits", "crown_slopes", "dual_upper", "estimate_upper", "multipliers", "optimise", "split_input_layer_bounds", "split_layer_bounds",
-           "split_neuron_bounds"]
+           "split_layer_bounds_all", "split_neuron_bounds"]
