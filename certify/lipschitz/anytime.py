@@ -48,11 +48,15 @@ def bab_certificate(net, box, question: NormQuestion, opts: LocalOptions, nb: Bo
             live.emit(Progress(budget.elapsed(), max(ev.lower, search.lower), min(ev.upper, upper, live.upper), "bab", ev.nodes))
 
         out = lipschitz_bab(net, box, question, search, budget, progress=report if live.active else None,
-                            milp_finish=opts.milp_finish, root_bounds=nb)
+                            milp_finish=opts.milp_finish, root_bounds=nb, cores=opts.threads)
         nodes, stop = out.nodes, out.stop
         if out.upper < upper:
             upper = out.upper
             notes = [f"upper bound: branch-and-bound over input splits and ReLU phases ({'closed tree' if stop in ('closed', 'gap') else 'open nodes at ' + stop})"]
+        if out.worker_nodes:
+            notes.append(f"{out.worker_nodes} of the {out.nodes} nodes bounded on a second core")
+        if out.worker_failure:
+            notes.append(f"the second core's bound worker stopped ({out.worker_failure}); its nodes were bounded here")
     lower = search.lower
     upper = max(upper, lower)
     status = {"time_limit": "time_limit", "interrupted": "interrupted", "node_limit": "open_gap"}.get(stop, "optimal")

@@ -30,6 +30,8 @@ import numpy as np
 from models.box import Box
 from models.ir import Network
 from solvers.bab import BabProgress, NodeBound, branch_and_bound
+from solvers.bab.engine import ROUND_SECONDS
+from solvers.bab.bound_worker import BoundWorker
 from solvers.bounds import BoundOptions, bound_boxes, network_bounds
 from solvers.bounds.beta import clamp_splits, split_input_layer_bounds, split_layer_bounds
 from solvers.bounds.jacobian import clarke_norm_bound, clarke_norm_bound_batch
@@ -87,6 +89,8 @@ COUPLE_ITERATIONS = 30   # phase splits without input splits: the layers below a
                          # LipMIP 10-10-10-10-10-2 tree closed in 26.7 s (879 nodes), with these bounds in
                          # 4.5 s (1,087; 20 steps: 5.3 s, 60: 8.7 s), with the first layer under every
                          # split too in 3.9-4.9 s (869); digits 32-32 x1 11.6 -> 11.3 -> 7.9 s
+FORK_AFTER = 0.5         # seconds of tree before the bound worker is forked (trees that close sooner
+                         # do not pay the fork: 20-50 ms from a large process)
 HOLLOW_SPLITS = 4        # input splits of a fully fixed node without an interior point before the
                          # exact proof that its pattern has no interior (a flat region stays flat)
 
@@ -112,6 +116,8 @@ class BabOutcome:
     nodes: int
     stop: str
     seconds: float
+    worker_nodes: int = 0         # of `nodes`, bounded on the second core (`solvers.bab.bound_worker`)
+    worker_failure: str | None = None  # why the bound worker stopped early, if it did
 
 
 class LipschitzBab:
@@ -119,7 +125,7 @@ class LipschitzBab:
 
     def __init__(self, net: Network, box: Box, question: NormQuestion, search: WitnessSearch,
                  node_lp: bool = True, root_bounds: Bounds | None = None, milp_finish: bool = False,
-                 budget: Budget | None = None) -> None:
+                 budget: Budget | None = None, parallel: bool = True) -> None:
         self.net, self.box, self.q, self.search = net, box, question, search
         self.milp_finish, self.budget = milp_finish and question.p != "l2" and question.q != "l2", budget
         self.root_bounds = root_bounds  # e.g. LP-tightened bounds of the whole box: every node's prior
@@ -141,6 +147,14 @@ class LipschitzBab:
         # the neurons unstable on the box (flip walks, `flip_search`) and the lower bound of the last walk
         self.flip_free = None if root_bounds is None else [ph == UNSTABLE for ph in root_bounds.phases()]
         self.flipped = -math.inf
+        # on two cores: half of each batch's children bounded by a forked worker
+        self.parallel = parallel and BoundWorker.possible()
+        # phase splits at 784 inputs cost 0.2 s a node: rounds of two nodes, one per core (`batch_size`)
+        self.paired = self.parallel and not self.split_inputs
+        self.helper: BoundWorker | None = None
+        self.witnesses = True  # False in the worker: it bounds, the tree's process searches witnesses
+        self.shared = -math.inf  # the worker's last witness value sent
+        self.per_branched = 0.0  # seconds per branched node in the last batch (`batch_size`)
 
     # ------------------------------------------------------------------ engine hooks
     def root(self) -> _Node:
@@ -174,9 +188,22 @@ class LipschitzBab:
 
     def bound_many(self, nodes: list[_Node]) -> list[NodeBound]:
         """`bound` of each node; nodes with a parent's bounds (input splits and ReLU-phase
-        splits) are bounded together (`_bound_boxes`), the root one by one. Once the budget has
+        splits) are bounded together (`_bound_boxes`), the root one by one, and with phase splits
+        on two cores half of them by the bound worker (`_helper_for`). Once the budget has
         run out, a node with a parent keeps its parent's bound and bounds (sound: the node is a
         subset of its parent) instead of being bounded: the engine stops before branching again."""
+        helper = self._helper_for(nodes)
+        t = time.perf_counter()
+        out = self._bound_here(nodes) if helper is None else helper.bound_many(nodes, self._bound_here)
+        self.per_branched = 2.0 * (time.perf_counter() - t) / len(nodes)  # (two children per branched node)
+        for n, b in zip(nodes, out):  # pseudo-costs of the inputs (`_input`)
+            if n.dim >= 0 and math.isfinite(n.parent_bound) and n.parent_bound > 0 and math.isfinite(b.upper):
+                # (a small floor: inputs that never helped keep their structural order)
+                self.input_gain[n.dim] += max(0.0, 1.0 - b.upper / n.parent_bound) + 1e-3
+                self.input_splits[n.dim] += 1
+        return out
+
+    def _bound_here(self, nodes: list[_Node]) -> list[NodeBound]:
         if self._expired() and all(n.prior is not None and math.isfinite(n.parent_bound) for n in nodes):
             return [NodeBound(n.parent_bound, data=n.prior) for n in nodes]
         out: list[NodeBound | None] = [None] * len(nodes)
@@ -184,13 +211,7 @@ class LipschitzBab:
         if boxes:
             for i, b in zip(boxes, self._bound_boxes([nodes[i] for i in boxes])):
                 out[i] = b
-        out = [b if b is not None else self.bound(n) for n, b in zip(nodes, out)]
-        for n, b in zip(nodes, out):  # pseudo-costs of the inputs (`_input`)
-            if n.dim >= 0 and math.isfinite(n.parent_bound) and n.parent_bound > 0 and math.isfinite(b.upper):
-                # (a small floor: inputs that never helped keep their structural order)
-                self.input_gain[n.dim] += max(0.0, 1.0 - b.upper / n.parent_bound) + 1e-3
-                self.input_splits[n.dim] += 1
-        return out
+        return [b if b is not None else self.bound(n) for n, b in zip(nodes, out)]
 
     def _bound_boxes(self, nodes: list[_Node]) -> list[NodeBound]:
         """Node bounds of sub-boxes, vectorised: symbolic pre-activation bounds over the batch
@@ -226,10 +247,11 @@ class LipschitzBab:
                 lower[k // PROBES] = max(lower[k // PROBES], self._replay(probes[k]))
         # a short walk across activation regions from the batch's best probes (replayed at its end);
         # on high-dimensional boxes only until the ascent has backed off (CLIMB_BACKOFF)
-        if not (CLIMB_BACKOFF and self.fruitless >= ASCENT_BACKOFF and self.high_dimensional):
+        if self.witnesses and not (CLIMB_BACKOFF and self.fruitless >= ASCENT_BACKOFF and self.high_dimensional):
             climb(self.search, list(probes[np.argsort(-est)[:CLIMBS]]), CLIMB_STEPS,
                   None if self.budget is None else self.budget.deadline)
-        self._search_more(lo[int(np.argmax(upper))], hi[int(np.argmax(upper))])
+        if self.witnesses:
+            self._search_more(lo[int(np.argmax(upper))], hi[int(np.argmax(upper))])
         result = []
         for b, n in enumerate(nodes):
             if empty[b]:  # the node's fixed phases cannot hold together on its box
@@ -389,6 +411,49 @@ class LipschitzBab:
     def attained(self) -> float:
         """The best replayed witness so far (probes, region walks and dense searches alike)."""
         return self.search.lower
+
+    # ------------------------------------------------------------------ on two cores (`solvers.bab.bound_worker`)
+    def batch_size(self) -> int:
+        """Nodes branched per round: BATCH (the engine makes rounds of about ROUND_SECONDS); with a
+        bound worker as many as take about ROUND_SECONDS at the last round's rate, but at least two
+        (one per core: at 784 inputs a node takes about 0.2 s); one if the worker failed."""
+        if not self.paired:
+            return BATCH
+        if self.helper is not None and not self.helper.alive:
+            return 1
+        return int(min(BATCH, max(2, ROUND_SECONDS / self.per_branched))) if self.per_branched > 0 else 2
+
+    def close(self) -> None:
+        """End the bound worker, if any."""
+        if self.helper is not None:
+            self.helper.close()
+
+    def _helper_for(self, nodes: list[_Node]) -> BoundWorker | None:
+        """The bound worker for a batch of children (forked at the first batch)."""
+        if (not self.parallel or len(nodes) < 2 or self.batched is None or self._expired()
+                or time.perf_counter() - self.started < FORK_AFTER):
+            return None
+        if self.helper is None:
+            self.helper = BoundWorker(self._bound_in_worker, self._share, self._take_share, self._deadline())
+        return self.helper if self.helper.alive else None
+
+    def _bound_in_worker(self, nodes: list[_Node]) -> list[NodeBound]:
+        if self.witnesses:  # (in the worker: it only bounds; the witness search stays with the tree)
+            self.witnesses, self.rng = False, np.random.default_rng(1)
+        return self._bound_here(nodes)
+
+    def _share(self) -> tuple[float, np.ndarray] | None:
+        """The worker's best witness (value, point), when it improved since the last batch."""
+        if self.search.point is None or self.search.lower <= self.shared:
+            return None
+        self.shared = self.search.lower
+        return self.shared, self.search.point.x
+
+    def _take_share(self, shared: tuple[float, np.ndarray]) -> None:
+        """The worker's witness point, replayed here before it counts (`WitnessSearch.offer`)."""
+        value, x = shared
+        if value > self.search.lower:
+            self.search.offer(x)
 
     # ------------------------------------------------------------------ helpers
     def _deadline(self) -> float | None:
@@ -584,16 +649,27 @@ def _unstable(nb: NodeBound) -> int:
 def lipschitz_bab(net: Network, box: Box, question: NormQuestion, search: WitnessSearch, budget: Budget,
                   progress=None, node_lp: bool = False, max_nodes: int | None = None,
                   root_bounds: Bounds | None = None, milp_finish: bool = False,
-                  target: float = -math.inf) -> BabOutcome:
+                  target: float = -math.inf, cores: int = 2) -> BabOutcome:
     """Run the branch-and-bound until the interval closes (1e-6 relative), the budget ends or Ctrl-C.
     `milp_finish`: close nodes with few unstable neurons by the exact (proven) MILP. `target`: nodes
     whose bound is at most it close too (a decision "L <= target?": the upper bound then stops at
     the largest closed bound <= target once every node is closed, and the search stops as soon as
-    a witness above the target is replayed)."""
-    problem = LipschitzBab(net, box, question, search, node_lp, root_bounds, milp_finish, budget)
-    res = branch_and_bound(problem, target=target, gap=1e-6, deadline=budget.deadline, lower=search.lower,
-                           max_nodes=max_nodes, progress=progress, batch=BATCH, stop_above=math.isfinite(target))
-    return BabOutcome(res.upper, max(res.lower, search.lower), res.nodes, res.stop, res.seconds)
+    a witness above the target is replayed). `cores`: with 2 or more (and fork, two free cores, no
+    `max_nodes`) half of every batch is bounded on a second core (`solvers.bab.bound_worker`)."""
+    problem = LipschitzBab(net, box, question, search, node_lp, root_bounds, milp_finish, budget,
+                           parallel=cores >= 2 and max_nodes is None)
+    try:
+        # (two nodes a round on two cores: rounds sized by the deadline alone)
+        res = branch_and_bound(problem, target=target, gap=1e-6, deadline=budget.deadline, lower=search.lower,
+                               max_nodes=max_nodes, progress=progress, batch=problem.batch_size,
+                               stop_above=math.isfinite(target),
+                               **({"round_seconds": None} if problem.paired else {}))
+    finally:
+        problem.close()
+    helper = problem.helper
+    failure = None if helper is None or helper.failure == "closed" else helper.failure
+    return BabOutcome(res.upper, max(res.lower, search.lower), res.nodes, res.stop, res.seconds,
+                      0 if helper is None else helper.nodes, failure)
 
 
 __all__ = ["BabOutcome", "LipschitzBab", "lipschitz_bab", "BabProgress"]

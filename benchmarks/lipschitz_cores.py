@@ -1,0 +1,117 @@
+"""The Lipschitz branch-and-bound on one core and on two (`--threads 1` vs 2: half of every batch
+bounded by a forked worker, `solvers.bab.bound_worker`), same questions, runs alternating.
+
+    python -m benchmarks.lipschitz_cores [--vnncomp-data DIR] [--limit 60] [--acas-limit 10]
+                                         [--fashion ONNX,IMAGES.npy] [--repeats 1]
+
+Questions (linf -> l1): the VNN-COMP 2022 MNIST nets 784-256x4-10 and 784-256x6-10 at radius 0.02
+around the midpoint of `prop_0_0.03`'s box (domain [0, 1]; with `--vnncomp-data`, or
+$CERTIFY_VNNCOMP_DATA), optionally a 784-256-256-10 net and its test images (`--fashion`: an ONNX
+file and a .npy of images in [0, 1]; radius 0.02 and 0.05 on the first image, 0.02 on the
+second), and ACAS Xu 2_8, 4_5, 5_9 at radius 0.05 around `lipschitz_scale.acas_point(net, 0)`.
+Writes results/lipschitz_cores.csv (one row per run) and lipschitz_cores.png (upper / lower per
+question and core count).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+RESULTS = ROOT / "benchmarks" / "results"
+
+import certify  # noqa: E402
+from models.zoo import acasxu_path  # noqa: E402
+
+FIELDS = ["question", "cores", "lower", "upper", "ratio", "nodes", "worker_nodes", "seconds", "status"]
+
+
+def questions(args) -> list[tuple[str, object, np.ndarray, float, tuple | None, float]]:
+    """(name, net, centre, radius, domain, time limit) of every question."""
+    from benchmarks.lipschitz_scale import acas_point
+    from certify.verify.vnnlib import load_vnnlib
+
+    out = []
+    data = args.vnncomp_data or os.environ.get("CERTIFY_VNNCOMP_DATA")
+    if data:
+        mnist = Path(data) / "mnist_fc"
+        box = load_vnnlib(str(mnist / "vnnlib" / "prop_0_0.03.vnnlib")).disjuncts[0]
+        centre = np.clip(0.5 * (box.lo + box.hi), 0.0, 1.0)
+        for name in ("mnist-net_256x4", "mnist-net_256x6"):
+            out.append((f"{name} r0.02", certify.load_onnx(str(mnist / "onnx" / f"{name}.onnx")), centre, 0.02,
+                        (0.0, 1.0), args.limit))
+    if args.fashion:
+        onnx, images = args.fashion.split(",")
+        net, xs = certify.load_onnx(onnx), np.load(images).astype(np.float64)
+        for k, radius in ((0, 0.02), (1, 0.02), (0, 0.05)):
+            out.append((f"784-256-256-10 image {k} r{radius:g}", net, xs[k], radius, (0.0, 1.0), args.limit))
+    for name in ("2_8", "4_5", "5_9"):
+        net = certify.load_onnx(acasxu_path(*map(int, name.split("_"))))
+        out.append((f"ACAS Xu {name} r0.05", net, acas_point(net, 0), 0.05, None, args.acas_limit))
+    return out
+
+
+def run(args) -> list[dict]:
+    rows = []
+    for name, net, centre, radius, domain, limit in questions(args):
+        for rep in range(args.repeats):
+            for cores in ((1, 2) if rep % 2 == 0 else (2, 1)):  # (alternating: the machine's load drifts)
+                t = time.perf_counter()
+                cert = certify.local_lipschitz(net, centre, radius, domain=domain, method="bab", time_limit=limit,
+                                               threads=cores)
+                worker = next((int(n.split()[0]) for n in cert.notes if "bounded on a second core" in n), 0)
+                row = {"question": name, "cores": cores, "lower": cert.lower, "upper": cert.upper,
+                       "ratio": cert.upper / cert.lower if cert.lower > 0 else float("inf"), "nodes": cert.nodes,
+                       "worker_nodes": worker, "seconds": round(time.perf_counter() - t, 2), "status": cert.status}
+                rows.append(row)
+                print(f"{name:34s} cores {cores}: [{cert.lower:.4g}, {cert.upper:.4g}] ratio {row['ratio']:.3f} "
+                      f"nodes {cert.nodes} ({worker} on the second core) {row['seconds']} s", flush=True)
+    return rows
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(r["question"] for r in rows))
+    fig, ax = plt.subplots(figsize=(9, 0.6 * len(names) + 1.5))
+    for k, cores in enumerate((1, 2)):
+        vals = [np.median([r["ratio"] for r in rows if r["question"] == n and r["cores"] == cores]) for n in names]
+        ax.barh(np.arange(len(names)) + 0.4 * k, vals, height=0.4, label=f"{cores} core{'s' if cores > 1 else ''}")
+    ax.set_yticks(np.arange(len(names)) + 0.2, names)
+    ax.set_xscale("log")
+    ax.set_xlabel("upper / lower (median over runs)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--vnncomp-data", default=None)
+    ap.add_argument("--fashion", default=None)
+    ap.add_argument("--limit", type=float, default=60.0)
+    ap.add_argument("--acas-limit", type=float, default=10.0)
+    ap.add_argument("--repeats", type=int, default=1)
+    args = ap.parse_args(argv)
+    rows = run(args)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    with open(RESULTS / "lipschitz_cores.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+    plot(rows, RESULTS / "lipschitz_cores.png")
+
+
+if __name__ == "__main__":
+    main()
