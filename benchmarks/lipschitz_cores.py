@@ -2,15 +2,17 @@
 bounded by a forked worker, `solvers.bab.bound_worker`), same questions, runs alternating.
 
     python -m benchmarks.lipschitz_cores [--vnncomp-data DIR] [--limit 60] [--acas-limit 10]
-                                         [--fashion ONNX,IMAGES.npy] [--repeats 1]
+                                         [--fashion ONNX,IMAGES.npy] [--repeats 1] [--acas-nets all]
+                                         [--out NAME]
 
 Questions (linf -> l1): the VNN-COMP 2022 MNIST nets 784-256x4-10 and 784-256x6-10 at radius 0.02
 around the midpoint of `prop_0_0.03`'s box (domain [0, 1]; with `--vnncomp-data`, or
 $CERTIFY_VNNCOMP_DATA), optionally a 784-256-256-10 net and its test images (`--fashion`: an ONNX
 file and a .npy of images in [0, 1]; radius 0.02 and 0.05 on the first image, 0.02 on the
-second), and ACAS Xu 2_8, 4_5, 5_9 at radius 0.05 around `lipschitz_scale.acas_point(net, 0)`.
-Writes results/lipschitz_cores.csv (one row per run) and lipschitz_cores.png (upper / lower per
-question and core count).
+second), and ACAS Xu 2_8, 4_5, 5_9 (`--acas-nets`: a list, or all 45) at radius 0.05 around
+`lipschitz_scale.acas_point(net, 1000 i + j)` (the points of `lipschitz_scale acas`). Writes
+results/NAME.csv (default lipschitz_cores; one row per run), NAME.png (upper / lower per question
+and core count) and, with several ACAS Xu nets, the median ratios per core count on stdout.
 """
 
 from __future__ import annotations
@@ -53,9 +55,12 @@ def questions(args) -> list[tuple[str, object, np.ndarray, float, tuple | None, 
         net, xs = certify.load_onnx(onnx), np.load(images).astype(np.float64)
         for k, radius in ((0, 0.02), (1, 0.02), (0, 0.05)):
             out.append((f"784-256-256-10 image {k} r{radius:g}", net, xs[k], radius, (0.0, 1.0), args.limit))
-    for name in ("2_8", "4_5", "5_9"):
-        net = certify.load_onnx(acasxu_path(*map(int, name.split("_"))))
-        out.append((f"ACAS Xu {name} r0.05", net, acas_point(net, 0), 0.05, None, args.acas_limit))
+    nets = ([f"{i}_{j}" for i in range(1, 6) for j in range(1, 10)] if args.acas_nets == "all"
+            else [n for n in args.acas_nets.split(",") if n])
+    for name in nets:
+        i, j = map(int, name.split("_"))
+        net = certify.load_onnx(acasxu_path(i, j))
+        out.append((f"ACAS Xu {name} r0.05", net, acas_point(net, 1000 * i + j), 0.05, None, args.acas_limit))
     return out
 
 
@@ -67,7 +72,7 @@ def run(args) -> list[dict]:
                 t = time.perf_counter()
                 cert = certify.local_lipschitz(net, centre, radius, domain=domain, method="bab", time_limit=limit,
                                                threads=cores)
-                worker = next((int(n.split()[0]) for n in cert.notes if "bounded on a second core" in n), 0)
+                worker = next((int(n.split()[0]) for n in cert.notes if "computed on a second core" in n), 0)
                 row = {"question": name, "cores": cores, "lower": cert.lower, "upper": cert.upper,
                        "ratio": cert.upper / cert.lower if cert.lower > 0 else float("inf"), "nodes": cert.nodes,
                        "worker_nodes": worker, "seconds": round(time.perf_counter() - t, 2), "status": cert.status}
@@ -103,14 +108,22 @@ def main(argv=None) -> None:
     ap.add_argument("--limit", type=float, default=60.0)
     ap.add_argument("--acas-limit", type=float, default=10.0)
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--acas-nets", default="2_8,4_5,5_9")
+    ap.add_argument("--out", default="lipschitz_cores")
     args = ap.parse_args(argv)
     rows = run(args)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    with open(RESULTS / "lipschitz_cores.csv", "w", newline="") as f:
+    with open(RESULTS / f"{args.out}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)
         w.writeheader()
         w.writerows(rows)
-    plot(rows, RESULTS / "lipschitz_cores.png")
+    plot(rows, RESULTS / f"{args.out}.png")
+    acas = [r for r in rows if r["question"].startswith("ACAS")]
+    if len({r["question"] for r in acas}) > 1:
+        for cores in (1, 2):
+            vals = [r["ratio"] for r in acas if r["cores"] == cores]
+            print(f"ACAS Xu, {len(vals)} runs, {cores} core(s): median upper / lower {np.median(vals):.4g}, "
+                  f"max {max(vals):.4g}, nodes {int(np.median([r['nodes'] for r in acas if r['cores'] == cores]))} (median)")
 
 
 if __name__ == "__main__":

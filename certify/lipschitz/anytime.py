@@ -54,7 +54,8 @@ def bab_certificate(net, box, question: NormQuestion, opts: LocalOptions, nb: Bo
             upper = out.upper
             notes = [f"upper bound: branch-and-bound over input splits and ReLU phases ({'closed tree' if stop in ('closed', 'gap') else 'open nodes at ' + stop})"]
         if out.worker_nodes:
-            notes.append(f"{out.worker_nodes} of the {out.nodes} nodes bounded on a second core")
+            # (strong branching bounds trial halves the tree does not count as nodes)
+            notes.append(f"{out.worker_nodes} node bounds computed on a second core")
         if out.worker_failure:
             notes.append(f"the second core's bound worker stopped ({out.worker_failure}); its nodes were bounded here")
     lower = search.lower

@@ -116,7 +116,8 @@ class BabOutcome:
     nodes: int
     stop: str
     seconds: float
-    worker_nodes: int = 0         # of `nodes`, bounded on the second core (`solvers.bab.bound_worker`)
+    worker_nodes: int = 0         # node bounds computed on the second core (`solvers.bab.bound_worker`;
+                                  # with strong branching, trial halves too)
     worker_failure: str | None = None  # why the bound worker stopped early, if it did
 
 
