@@ -91,10 +91,12 @@ def test_a_hanging_worker_is_given_up_shortly_after_the_deadline():
 
 
 @pytest.mark.parametrize("sizes, seed, fail", [([12, 7, 7, 2], 5, False), ([12, 7, 7, 2], 5, True),
-                                               ([3, 6, 5, 3], 11, False)])
+                                               ([3, 6, 5, 3], 11, False), ([14, 7, 6, 5], 2, False)])
 def test_the_tree_on_two_cores_contains_the_exact_constant(monkeypatch, sizes, seed, fail):
     """Phase splits (12 inputs) and input splits (3): the interval holds the region-enumeration
-    value with the worker bounding nodes, and also when it fails at its first batch."""
+    value with the worker bounding nodes, and also when it fails at its first batch; with 14
+    inputs and 5 outputs the output functionals are bounded one by one, the children capped by
+    their parents' bounds (`clarke_functional_bounds(caps=)`)."""
     monkeypatch.setattr(bab, "FORK_AFTER", 0.0)
     if fail:
         monkeypatch.setattr(bab.LipschitzBab, "_bound_in_worker", lambda self, nodes: _failing(nodes))

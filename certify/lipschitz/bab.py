@@ -34,7 +34,7 @@ from solvers.bab.engine import ROUND_SECONDS
 from solvers.bab.bound_worker import BoundWorker
 from solvers.bounds import BoundOptions, bound_boxes, network_bounds
 from solvers.bounds.beta import clamp_splits, split_input_layer_bounds, split_layer_bounds
-from solvers.bounds.jacobian import clarke_norm_bound, clarke_norm_bound_batch
+from solvers.bounds.jacobian import clarke_functional_bounds, clarke_norm_bound
 from solvers.bounds.jacobian_interval import phase_slopes, slope_patterns
 from solvers.bounds.types import Bounds, relu_blocks
 from solvers.phases import ACTIVE, INACTIVE, UNSTABLE
@@ -89,6 +89,10 @@ COUPLE_ITERATIONS = 30   # phase splits without input splits: the layers below a
                          # LipMIP 10-10-10-10-10-2 tree closed in 26.7 s (879 nodes), with these bounds in
                          # 4.5 s (1,087; 20 steps: 5.3 s, 60: 8.7 s), with the first layer under every
                          # split too in 3.9-4.9 s (869); digits 32-32 x1 11.6 -> 11.3 -> 7.9 s
+COUPLE_ITERATIONS_WIDE = 20  # ... on boxes of more than WIDE_INPUTS free inputs, where the nodes are many and
+WIDE_INPUTS = 100            # the tree gains more from nodes: MNIST 256x4 at radius 0.02, 60 s on two cores,
+                             # 12 / 15 / 20 / 30 / 45 steps: 6.73 / 6.65 / 6.57 / 6.70 / 6.76 (813 / 781 / 767 /
+                             # 593 / 535 nodes); a Fashion-MNIST 784-256-256-10: 4080 / 4093 / 4131 / 4175 / 4278
 FORK_AFTER = 0.5         # seconds of tree before the bound worker is forked (trees that close sooner
                          # do not pay the fork: 20-50 ms from a large process)
 HOLLOW_SPLITS = 4        # input splits of a fully fixed node without an interior point before the
@@ -107,6 +111,16 @@ class _Node:
     finished: bool = False  # the MILP finisher ran on it (cut short: its bound kept, then split)
     dim: int = -1          # the input whose split made it (-1: a phase split or the root)
     layer: int = -1        # the ReLU layer of the phase split that made it (-1: none)
+    caps: np.ndarray | None = None  # the parent's bound of each output functional (`clarke_functional_bounds`)
+
+
+@dataclass(frozen=True)
+class _NodeData:
+    """`NodeBound.data` of the tree: the node's pre-activation bounds and, when its Clarke bound
+    bounded the output functionals one by one, the bound of each (its children's caps)."""
+
+    bounds: Bounds
+    caps: np.ndarray | None = None
 
 
 @dataclass
@@ -134,6 +148,7 @@ class LipschitzBab:
         self.weights = [b.weight for b in self.blocks]
         self.split_inputs = int(np.sum(box.free)) <= INPUT_SPLIT_DIM
         self.node_lp = node_lp
+        self.couple_iterations = COUPLE_ITERATIONS_WIDE if int(np.sum(box.free)) > WIDE_INPUTS else COUPLE_ITERATIONS
         self.batched = None  # options of the vectorised bounds of the nodes below the root (not with node LPs)
         if not node_lp:
             self.batched = BoundOptions(lower_slopes=PRE_SLOPES if not self.split_inputs else "alpha",
@@ -179,13 +194,13 @@ class LipschitzBab:
             if bound < upper:
                 upper = bound
             if complete:  # the node's exact value is proven: nothing left to split
-                return NodeBound(upper, lower, leaf=True, data=nb)
+                return NodeBound(upper, lower, leaf=True, data=_NodeData(nb))
         if unstable == 0 and node.fixed is not None and lower < upper * (1 - 1e-9):
             # the centre may lie outside the fixed pattern's region: replay a point inside it, or
             # prove the region has no interior in the box
             return self._exact_leaf(node, nb, upper, lower)
         # with every phase known the node's Jacobian is one matrix: its bound is exact
-        return NodeBound(upper, lower, leaf=unstable == 0, data=nb)
+        return NodeBound(upper, lower, leaf=unstable == 0, data=_NodeData(nb))
 
     def bound_many(self, nodes: list[_Node]) -> list[NodeBound]:
         """`bound` of each node; nodes with a parent's bounds (input splits and ReLU-phase
@@ -206,7 +221,7 @@ class LipschitzBab:
 
     def _bound_here(self, nodes: list[_Node]) -> list[NodeBound]:
         if self._expired() and all(n.prior is not None and math.isfinite(n.parent_bound) for n in nodes):
-            return [NodeBound(n.parent_bound, data=n.prior) for n in nodes]
+            return [NodeBound(n.parent_bound, data=_NodeData(n.prior, n.caps)) for n in nodes]
         out: list[NodeBound | None] = [None] * len(nodes)
         boxes = [i for i, n in enumerate(nodes) if self.batched is not None and n.prior is not None]
         if boxes:
@@ -235,8 +250,12 @@ class LipschitzBab:
         unstable = sum((p == UNSTABLE).sum(axis=1) for p in ph)
         # linear Jacobian bounds on every box whose interval bound is above the lower bound (even
         # wide boxes: their 4-10x tighter bounds order the search better than they cost)
-        upper = clarke_norm_bound_batch(self.weights, *phase_slopes(ph), self.q.p, self.q.q,
-                                        self.q.target, linear_above=self.search.lower, deadline=self._deadline())
+        # (the parents' bounds of each output functional spare the functionals that cannot be the maximum)
+        known = [n.caps for n in nodes if n.caps is not None]
+        caps = None if not known else np.stack([np.full(known[0].shape, math.inf) if n.caps is None else n.caps
+                                                for n in nodes])
+        upper, per = clarke_functional_bounds(self.weights, *phase_slopes(ph), self.q.p, self.q.q, self.q.target,
+                                              linear_above=self.search.lower, deadline=self._deadline(), caps=caps)
         # witnesses: the probes' estimated norms pick the points to replay
         probes = np.concatenate([0.5 * (lo + hi)[:, None, :],
                                  self.rng.uniform(lo[:, None, :], hi[:, None, :], (len(nodes), PROBES - 1, lo.shape[1]))],
@@ -267,7 +286,8 @@ class LipschitzBab:
                 continue
             # every phase known on a sub-box without fixed phases: one Jacobian on the whole box,
             # whose centre is replayed above only when promising; its bound is (nearly) exact
-            result.append(NodeBound(float(upper[b]), float(lower[b]), leaf=bool(unstable[b] == 0), data=nb))
+            result.append(NodeBound(float(upper[b]), float(lower[b]), leaf=bool(unstable[b] == 0),
+                                    data=_NodeData(nb, None if per is None else per[b])))
         return result
 
     def _couple(self, nodes: list[_Node], batch: Bounds) -> None:
@@ -299,7 +319,8 @@ class LipschitzBab:
             if sel.size == 0 or self._expired():
                 continue
             l, u = split_input_layer_bounds(self.blocks, lo[sel], hi[sel], [p[sel] for p in pre_lo], [p[sel] for p in pre_hi],
-                                            [f[sel] for f in fixed], int(depth) + 1, COUPLE_ITERATIONS, self._deadline())
+                                            [f[sel] for f in fixed], int(depth) + 1, self.couple_iterations,
+                                            self._deadline())
             (l,), (u,) = clamp_splits([l], [u], [fixed[0][sel]])
             first[sel[np.any((l > pre_lo[0][sel]) | (u < pre_hi[0][sel]), axis=1)]] = 0
             pre_lo[0][sel], pre_hi[0][sel] = l, u
@@ -309,7 +330,7 @@ class LipschitzBab:
             if self._expired() or sel.size == 0:
                 break
             l, u = split_layer_bounds(self.blocks, lo[sel], hi[sel], [p[sel] for p in pre_lo], [p[sel] for p in pre_hi],
-                                      [f[sel] for f in fixed], j, COUPLE_ITERATIONS, self._deadline())
+                                      [f[sel] for f in fixed], j, self.couple_iterations, self._deadline())
             (pre_lo[j][sel],), (pre_hi[j][sel],) = clamp_splits([l], [u], [fixed[j][sel]])
             empty[sel] |= np.any(pre_lo[j][sel] > pre_hi[j][sel], axis=1)  # (no later layer for those)
         for k, b in enumerate(todo):
@@ -331,10 +352,10 @@ class LipschitzBab:
         elif self.split_inputs and self._splittable(node) and node.hollow < HOLLOW_SPLITS:
             # no interior point found: split the box (the children's sound bounds under the fixed
             # phases drop the parts where the pattern cannot hold) before the costly exact proof
-            return NodeBound(upper, lower, leaf=False, data=nb)
+            return NodeBound(upper, lower, leaf=False, data=_NodeData(nb))
         elif has_no_interior(self.net, pattern, node.lo, node.hi, None if self.budget is None else self.budget.deadline):
             return NodeBound(-math.inf, leaf=True)
-        return NodeBound(upper, lower, leaf=True, data=nb)
+        return NodeBound(upper, lower, leaf=True, data=_NodeData(nb))
 
     def _completions(self, node: _Node, nb: Bounds, upper: float, lower: float) -> NodeBound:
         """A node with a few unstable neurons, bounded through its completions: each choice of
@@ -358,10 +379,10 @@ class LipschitzBab:
                 else:
                     open_left = True
             bound = max(bound, value)
-        return NodeBound(min(upper, bound), lower, leaf=not open_left, data=nb)
+        return NodeBound(min(upper, bound), lower, leaf=not open_left, data=_NodeData(nb))
 
     def branch(self, node: _Node, nb: NodeBound, prune_level: float):
-        bounds: Bounds = nb.data
+        bounds: Bounds = nb.data.bounds
         phases = bounds.phases()
         if self._splits_input(node, nb):
             return [(c, None) for c in self._halves(node, nb, self._input(node, bounds, phases))]
@@ -371,7 +392,7 @@ class LipschitzBab:
         for sign in (1, -1):
             f = [a.copy() for a in fixed]
             f[j][i] = sign
-            children.append((_Node(node.lo, node.hi, tuple(f), bounds, nb.upper, layer=j), None))
+            children.append((_Node(node.lo, node.hi, tuple(f), bounds, nb.upper, layer=j, caps=nb.data.caps), None))
         return children
 
     def branch_many(self, items: list[tuple[_Node, NodeBound]], prune_level: float):
@@ -471,7 +492,7 @@ class LipschitzBab:
         if (not self.milp_finish or node.finished or not 0 < unstable <= MILP_TOP_UNSTABLE
                 or nb.upper <= self.search.lower * (1 + 1e-6)):
             return None
-        bound, complete = self._milp_bound(nb.data)
+        bound, complete = self._milp_bound(nb.data.bounds)
         if bound >= nb.upper:  # (a closed MILP may count patterns of measure zero: not lower)
             return None
         # (the lower reported is the search's: replayed witnesses of the whole box, the engine's prune level)
@@ -500,8 +521,11 @@ class LipschitzBab:
         left_hi, right_lo = node.hi.copy(), node.lo.copy()
         left_hi[k], right_lo[k] = mid, mid
         hollow = node.hollow + 1 if _unstable(nb) == 0 else 0  # (only `_exact_leaf` splits such nodes)
-        return (_Node(node.lo, left_hi, node.fixed, nb.data, nb.upper, hollow=hollow, strong=strong, dim=k),
-                _Node(right_lo, node.hi, node.fixed, nb.data, nb.upper, hollow=hollow, strong=strong, dim=k))
+        data: _NodeData = nb.data
+        return (_Node(node.lo, left_hi, node.fixed, data.bounds, nb.upper, hollow=hollow, strong=strong, dim=k,
+                      caps=data.caps),
+                _Node(right_lo, node.hi, node.fixed, data.bounds, nb.upper, hollow=hollow, strong=strong, dim=k,
+                      caps=data.caps))
 
     def _search_more(self, lo: np.ndarray, hi: np.ndarray) -> None:
         """Anytime lower bounds: while the dense search (`dense_ascent`, a new seed each time) has had
@@ -644,7 +668,7 @@ class LipschitzBab:
 
 def _unstable(nb: NodeBound) -> int:
     """Unstable neurons of a bounded node."""
-    return int(sum(np.sum(ph == UNSTABLE) for ph in nb.data.phases()))
+    return int(sum(np.sum(ph == UNSTABLE) for ph in nb.data.bounds.phases()))
 
 
 def lipschitz_bab(net: Network, box: Box, question: NormQuestion, search: WitnessSearch, budget: Budget,

@@ -77,8 +77,10 @@ JACOBIAN_ALTERNATIVE = "use a global bound (certify global --method naive or ecl
 # output functionals enumerated exactly up to this many outputs (2^(m-1) sign vectors for l1)
 MAX_SIGN_OUTPUTS = 12
 LINEAR_FIRST_DIRECTIONS = 4  # input directions per box in the first round of linear bounds
+CAP_SHARE = 0.85             # with caps (`clarke_functional_bounds`): the first round bounds the functionals
+CAP_FIRST = 8                # within this share of the box's largest cap, and at least this many
 ENTRYWISE_TOP = 4            # linf inputs: the entrywise linear rows also run on this many boxes of the
-ENTRYWISE_TOP_INPUTS = 100   # largest bound beyond this many inputs (`_functional_bounds_of`)
+ENTRYWISE_TOP_INPUTS = 100   # largest bound beyond this many inputs (`_entrywise_top`)
 LINEAR_WORK = 3e9            # estimated multiply-adds per round of linear bounds (about a second)
 SLOW_RATE = 1e8             # multiply-adds per second assumed of a loaded machine, where a bound that cannot
                             # be cut short is started only when it would end by the deadline at this rate
@@ -127,7 +129,7 @@ def clarke_norm_bound(weights: list[np.ndarray], s_lo: list[np.ndarray], s_hi: l
             L, U = interval_jacobian(weights, s_lo, s_hi, chain=length, what=what)
             return operator_norm_upper(np.maximum(np.abs(L), np.abs(U)), p, str(q))
     rows = [s[None, :] for s in s_lo], [s[None, :] for s in s_hi]
-    return float(_functional_bounds(weights, rows[0], rows[1], p, C, length, linear_above, deadline)[0])
+    return float(clarke_functional_bounds(weights, rows[0], rows[1], p, q, target, linear_above, deadline)[0][0])
 
 
 def clarke_norm_bound_batch(weights: list[np.ndarray], s_lo: list[np.ndarray], s_hi: list[np.ndarray], p: str,
@@ -138,14 +140,74 @@ def clarke_norm_bound_batch(weights: list[np.ndarray], s_lo: list[np.ndarray], s
     the B bounds (`linear_above`: one threshold, or one per box). The enumerated output functionals
     are bounded vectorised over the batch (the same interval arithmetic and rounding allowance);
     the other cases box by box. `deadline`: as in `clarke_norm_bound`."""
+    return clarke_functional_bounds(weights, s_lo, s_hi, p, q, target, linear_above, deadline)[0]
+
+
+def clarke_functional_bounds(weights: list[np.ndarray], s_lo: list[np.ndarray], s_hi: list[np.ndarray], p: str,
+                             q: str | None, target: np.ndarray | None = None,
+                             linear_above: float | np.ndarray | None = -math.inf, deadline: float | None = None,
+                             caps: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """(`clarke_norm_bound_batch`'s B bounds, the bound of each enumerated output functional c of
+    every box (B, |C|) or None where they are not enumerated one by one: no functionals, or linf
+    inputs few enough to be enumerated too).
+
+    `caps` (B, |C|, +inf where unknown): sound bounds of each functional on each box known
+    beforehand, e.g. a branch-and-bound parent's (a child's slope box lies in its parent's, so
+    every Jacobian of the child is one of the parent's). The box's bound is the largest over c, so
+    a functional whose cap is at most the largest bound computed for the box need not be bounded:
+    its cap stands for it, and the maximum is what bounding every functional would give (or
+    lower: each computed bound is also met with its cap). The functionals are bounded largest cap
+    first, those within CAP_SHARE of the box's largest cap (at least CAP_FIRST) in the first round,
+    then any whose cap still exceeds the box's largest bound."""
     C = _output_functionals(weights[-1].shape[0], q, target)
     B = s_lo[0].shape[0] if s_lo else 1
     if C is None or not s_lo:
         above = None if linear_above is None else np.broadcast_to(np.asarray(linear_above, dtype=float), (B,))
         return np.array([clarke_norm_bound(weights, [s[b] for s in s_lo], [s[b] for s in s_hi], p, q, target,
-                                           None if above is None else float(above[b]), deadline) for b in range(B)])
+                                           None if above is None else float(above[b]), deadline)
+                         for b in range(B)]), None
     length = sum(w.shape[1] for w in weights) + weights[-1].shape[0] + 2
-    return _functional_bounds(weights, s_lo, s_hi, p, C, length, linear_above, deadline)
+    if _input_directions(p, weights[0].shape[1]) is not None:  # (paired with the input directions)
+        return _functional_bounds(weights, s_lo, s_hi, p, C, length, linear_above, deadline).max(axis=1), None
+    if caps is None or not np.any(np.isfinite(caps)):
+        per = _functional_bounds(weights, s_lo, s_hi, p, C, length, linear_above, deadline)
+    else:
+        per = _capped_bounds(weights, s_lo, s_hi, p, C, length, linear_above, deadline, caps)
+    if linear_above is not None and p == "linf" and weights[0].shape[1] > ENTRYWISE_TOP_INPUTS:
+        per = _entrywise_top(weights, s_lo, s_hi, p, C, length, per, linear_above, deadline)
+    return per.max(axis=1), per
+
+
+def _capped_bounds(weights, s_lo, s_hi, p: str, C: np.ndarray, length: int, linear_above, deadline,
+                   caps: np.ndarray) -> np.ndarray:
+    """`clarke_functional_bounds` with caps: rounds of the functionals still to bound, per box
+    (each round one call over its boxes, every box given the same number of functionals, its
+    largest caps first)."""
+    B, m = caps.shape
+    per = np.array(caps, dtype=np.float64, copy=True)
+    done = np.zeros((B, m), dtype=bool)
+    above = None if linear_above is None else np.broadcast_to(np.asarray(linear_above, dtype=float), (B,))
+    top = caps.max(axis=1)
+    todo = caps >= np.where(np.isfinite(top), CAP_SHARE * top, -np.inf)[:, None]
+    order = np.argsort(-caps, axis=1, kind="stable")
+    first = np.zeros_like(todo)
+    np.put_along_axis(first, order[:, :min(CAP_FIRST, m)], True, axis=1)
+    todo |= first
+    while np.any(todo):
+        boxes = np.flatnonzero(todo.any(axis=1))
+        k = int(todo[boxes].sum(axis=1).max())
+        # each box's functionals to bound first, then (padding to k) its largest caps not bounded yet
+        rank = np.where(todo[boxes], 0, np.where(done[boxes], 2, 1))
+        pick = np.lexsort((-caps[boxes], rank), axis=1)[:, :k]
+        Cb = C[pick]                                                   # (boxes, k, outputs)
+        vals = _functional_bounds(weights, [s[boxes] for s in s_lo], [s[boxes] for s in s_hi], p, Cb, length,
+                                  None if above is None else above[boxes], deadline)
+        rows = boxes[:, None]
+        per[rows, pick] = np.minimum(per[rows, pick], vals)
+        done[rows, pick] = True
+        best = np.where(done, per, -np.inf).max(axis=1)
+        todo = ~done & (per > best[:, None])
+    return per
 
 
 def _output_functionals(m: int, q: str | None, target: np.ndarray | None) -> np.ndarray | None:
@@ -161,31 +223,68 @@ def _output_functionals(m: int, q: str | None, target: np.ndarray | None) -> np.
 
 def _functional_bounds(weights, s_lo, s_hi, p: str, C: np.ndarray, length: int,
                        linear_above: float | None = -math.inf, deadline: float | None = None) -> np.ndarray:
-    """Bounds (B,) of max over c in C of ||c^T J||_{p*}, slopes (B, n_j): the row c^T J bounded by
-    interval arithmetic backwards through the switches (Fast-Lip / RecurJac style), paired with
-    forward passes over the input directions when those are few (`_paired_bound`).
+    """Bounds (B, c) of ||c^T J||_{p*} for each c in C ((c, m), or (B, c, m): each box its own),
+    slopes (B, n_j): the row c^T J bounded by interval arithmetic backwards through the switches
+    (Fast-Lip / RecurJac style); paired with forward passes over the input directions when those
+    are few (`_paired_bound`, shared C only), where the bound is the maximum over c, repeated.
 
     Memory: per functional c, the rows kept per switch layer (GL, GU) plus about eight working
     arrays of the widest layer, per box. When all functionals do not fit in the budget they are
-    bounded in blocks (the bound is a maximum over c, and rounding up is monotone: the maximum of
-    the blocks' bounds is the bound)."""
+    bounded in blocks (each functional's bound is computed on its own)."""
     B = s_lo[0].shape[0]
     sizes = [w.shape[1] for w in weights]
-    k = block_rows(C.shape[0], 8.0 * B * (2 * sum(sizes) + 8 * max(sizes)),
+    c = C.shape[-2]
+    k = block_rows(c, 8.0 * B * (2 * sum(sizes) + 8 * max(sizes)),
                    f"the Jacobian row bounds of {B} box(es) (rows of up to {max(sizes)} entries)",
                    alternative=JACOBIAN_ALTERNATIVE)
-    if k >= C.shape[0]:
+    if k >= c:
         return _functional_bounds_of(weights, s_lo, s_hi, p, C, length, linear_above, deadline)
-    return np.max([_functional_bounds_of(weights, s_lo, s_hi, p, C[s:s + k], length, linear_above, deadline)
-                   for s in range(0, C.shape[0], k)], axis=0)
+    if _input_directions(p, weights[0].shape[1]) is not None:  # (one maximum over c per block)
+        return np.repeat(np.max([_functional_bounds_of(weights, s_lo, s_hi, p, C[s:s + k], length, linear_above,
+                                                       deadline)[:, 0] for s in range(0, c, k)], axis=0)[:, None],
+                         c, axis=1)
+    return np.concatenate([_functional_bounds_of(weights, s_lo, s_hi, p, C[..., s:s + k, :], length, linear_above,
+                                                 deadline) for s in range(0, c, k)], axis=1)
 
 
 def _functional_bounds_of(weights, s_lo, s_hi, p: str, C: np.ndarray, length: int,
                           linear_above: float | None = -math.inf, deadline: float | None = None) -> np.ndarray:
     """`_functional_bounds` of the functionals C in one piece."""
     B = s_lo[0].shape[0]
+    GL, GU, err, rows = _backward_rows(weights, s_lo, s_hi, C, length)
+    D = _input_directions(p, weights[0].shape[1])
+    if D is not None:  # both sides enumerated: each pair (c, w) bounded forwards and backwards
+        value = _paired_bound(weights, s_lo, s_hi, C, D, GL, GU, err, rows, linear_above, deadline)
+        return np.repeat(value[:, None], C.shape[-2], axis=1)
+    Bm = np.maximum(np.abs(GL), np.abs(GU)) + err
+    if linear_above is not None and p == "linf":
+        # the rows' l1 norms bounded with the input direction u a variable too (`_input_linear`)
+        # first, then each entry of c^T J linearly (`_linear_rows`) only on the boxes it left as
+        # they were (and beyond ENTRYWISE_TOP_INPUTS inputs on the boxes of largest bound:
+        # `_entrywise_top`): on MNIST 256x4 (784 inputs) the former ended below the latter on 74 of
+        # 82 boxes (median 0.59x) at a fifth of its cost, which was a sixth of the tree's time; on
+        # the digits MLPs (64 inputs) the latter was most of it (digits 32-32 x0: 9.8 s -> 1.4 s)
+        interval = _norms_up(Bm, p)
+        vals = _input_linear(weights, s_lo, s_hi, C, interval, linear_above, deadline)
+        left = np.flatnonzero(np.all(vals == interval, axis=1))
+        if left.size:
+            above = np.broadcast_to(np.asarray(linear_above, dtype=float), (B,))[left]  # (one per box, or one)
+            entries = _linear_rows(weights, [s[left] for s in s_lo], [s[left] for s in s_hi],
+                                   C if C.ndim == 2 else C[left], Bm[left], p, above, deadline)
+            vals[left] = np.minimum(vals[left], _norms_up(entries, p))
+        return vals
+    if linear_above is not None:  # each entry of the row c^T J also bounded linearly (adjoint pass)
+        Bm = _linear_rows(weights, s_lo, s_hi, C, Bm, p, linear_above, deadline)
+    return _norms_up(Bm, p)
+
+
+def _backward_rows(weights, s_lo, s_hi, C: np.ndarray, length: int):
+    """(GL, GU, err, rows): interval bounds (B, c, n_0) of each row c^T J over the slopes (C
+    (c, m) or (B, c, m)), the rounding allowance of every entry, and the row intervals entering
+    each switch layer (first layer first)."""
+    B = s_lo[0].shape[0]
     what = "interval bounds of the Jacobian rows"
-    GL = GU = np.broadcast_to(C @ weights[-1], (B,) + (C.shape[0], weights[-1].shape[1]))
+    GL = GU = np.broadcast_to(C @ weights[-1], (B, C.shape[-2], weights[-1].shape[1]))
     mag = np.broadcast_to(np.abs(C) @ np.abs(weights[-1]), GL.shape)
     rows = []  # (GL, GU) of the row entering switch layer j, last layer first
     for sl, sh, W in zip(reversed(s_lo), reversed(s_hi), reversed(weights[:-1])):
@@ -194,33 +293,47 @@ def _functional_bounds_of(weights, s_lo, s_hi, p: str, C: np.ndarray, length: in
         GL, GU = np.minimum(GL * sl, GL * sh), np.maximum(GU * sl, GU * sh)
         GL, GU = right_interval_matmul(GL, GU, W, what)
         mag = right_abs_matmul(mag * sh, W, what)
-    err = rounding_allowance(weights, mag, length)
-    D = _input_directions(p, weights[0].shape[1])
-    if D is not None:  # both sides enumerated: each pair (c, w) bounded forwards and backwards
-        return _paired_bound(weights, s_lo, s_hi, C, D, GL, GU, err, rows[::-1], linear_above, deadline)
-    Bm = np.maximum(np.abs(GL), np.abs(GU)) + err
-    if linear_above is not None and p == "linf":
-        # the rows' l1 norms bounded with the input direction u a variable too (`_input_linear`)
-        # first, then each entry of c^T J linearly (`_linear_rows`) only on the boxes it left as
-        # they were, and beyond ENTRYWISE_TOP_INPUTS inputs on the ENTRYWISE_TOP boxes of largest
-        # bound: on MNIST 256x4 (784 inputs) the former ended below the latter on 74 of 82 boxes
-        # (median 0.59x) at a fifth of its cost, which was a sixth of the tree's time; on the
-        # digits MLPs (64 inputs) the latter was most of it (digits 32-32 x0: 9.8 s -> 1.4 s), while
-        # on a Fashion-MNIST 784-256-256-10 the top boxes' entrywise bounds still paid
-        interval = _norms_up(Bm, p)
-        vals = _input_linear(weights, s_lo, s_hi, C, interval, linear_above, deadline)
-        left = np.flatnonzero(np.all(vals == interval, axis=1))
-        if weights[0].shape[1] > ENTRYWISE_TOP_INPUTS:
-            left = np.union1d(left, np.argsort(-vals.max(axis=1), kind="stable")[:ENTRYWISE_TOP])
-        if left.size:
-            above = np.broadcast_to(np.asarray(linear_above, dtype=float), (B,))[left]  # (one per box, or one)
-            entries = _linear_rows(weights, [s[left] for s in s_lo], [s[left] for s in s_hi], C, Bm[left], p,
-                                   above, deadline)
-            vals[left] = np.minimum(vals[left], _norms_up(entries, p))
-        return vals.max(axis=1)
-    if linear_above is not None:  # each entry of the row c^T J also bounded linearly (adjoint pass)
-        Bm = _linear_rows(weights, s_lo, s_hi, C, Bm, p, linear_above, deadline)
-    return _norms_up(Bm, p).max(axis=1)
+    return GL, GU, rounding_allowance(weights, mag, length), rows[::-1]
+
+
+def _entrywise_top(weights, s_lo, s_hi, p: str, C: np.ndarray, length: int, per: np.ndarray, linear_above,
+                   deadline: float | None) -> np.ndarray:
+    """per (B, c) (the functionals C (c, m) shared by the boxes), bounds of ||c^T J||_1 (linf inputs beyond ENTRYWISE_TOP_INPUTS), tightened by
+    the entrywise linear rows of the adjoint pass (`_linear_rows`) where they can lower a box's
+    bound: on the ENTRYWISE_TOP boxes of largest bound above `linear_above`, in rounds, each
+    box's functional of largest bound as long as that one was not tightened yet, within
+    LINEAR_WORK multiply-adds in all. (On a Fashion-MNIST 784-256-256-10 these rows lowered the
+    60 s bound of its first image from 5,381 to 5,001.)"""
+    B = per.shape[0]
+    above = np.broadcast_to(np.asarray(-math.inf if linear_above is None else linear_above, dtype=float), (B,))
+    best = per.max(axis=1)
+    boxes = [b for b in np.argsort(-best, kind="stable")[:ENTRYWISE_TOP] if best[b] > above[b]]
+    free = sum((sh[boxes] > sl[boxes]).sum(axis=1) for sl, sh in zip(s_lo, s_hi)) if boxes else []
+    boxes = [b for b, f in zip(boxes, free) if f > 0]
+    if not boxes:
+        return per
+    per, tight = per.copy(), np.zeros(per.shape, dtype=bool)
+    per_row = float(sum(W.size for W in weights))
+    work = 0.0
+    while deadline is None or time.perf_counter() < deadline:
+        top = {b: int(np.argmax(per[b])) for b in boxes}
+        pairs = [(b, c) for b, c in top.items() if not tight[b, c]]
+        n_free = [int(sum((sh[b] > sl[b]).sum() for sl, sh in zip(s_lo, s_hi))) for b, _ in pairs]
+        cost = [(2.0 * f + 2 * weights[0].shape[1]) * per_row for f in n_free]
+        keep = [k for k in range(len(pairs)) if work + sum(cost[:k + 1]) <= LINEAR_WORK]
+        if not keep:
+            break
+        bb = np.array([pairs[k][0] for k in keep])
+        cc = np.array([pairs[k][1] for k in keep])
+        work += sum(cost[k] for k in keep)
+        sl, sh = [s[bb] for s in s_lo], [s[bb] for s in s_hi]
+        Cp = C[cc][:, None, :]  # (one functional per pair)
+        GL, GU, err, _ = _backward_rows(weights, sl, sh, Cp, length)
+        Bm = np.maximum(np.abs(GL), np.abs(GU)) + err
+        entries = _linear_rows(weights, sl, sh, Cp, Bm, p, above[bb], deadline)
+        per[bb, cc] = np.minimum(per[bb, cc], _norms_up(entries, p)[:, 0])
+        tight[bb, cc] = True
+    return per
 
 
 def _norms_up(Bm: np.ndarray, p: str) -> np.ndarray:
@@ -249,15 +362,15 @@ def _input_linear(weights, s_lo, s_hi, C, vals: np.ndarray, above, deadline: flo
     per_row = float(sum(W.size for W in weights))
     work, out = 0.0, vals
     for b in np.argsort(-best, kind="stable"):
-        cost = (2.0 * free[b] + C.shape[0]) * per_row
+        cost = (2.0 * free[b] + C.shape[-2]) * per_row
         if free[b] == 0 or best[b] <= above[b] or work + cost > LINEAR_WORK:
             continue
         if deadline is not None and time.perf_counter() + cost / SLOW_RATE >= deadline:
             continue  # (it might not end by the deadline: a smaller box may)
         work += cost
-        with working(8.0 * 4 * (2 * free[b] + C.shape[0]) * max(W.shape[1] for W in weights),
+        with working(8.0 * 4 * (2 * free[b] + C.shape[-2]) * max(W.shape[1] for W in weights),
                       "linear bounds of the Jacobian rows with the input direction free"):
-            up = input_linear_upper(weights, [s[b] for s in s_lo], [s[b] for s in s_hi], C)
+            up = input_linear_upper(weights, [s[b] for s in s_lo], [s[b] for s in s_hi], C if C.ndim == 2 else C[b])
         out = out.copy() if out is vals else out
         out[b] = np.minimum(out[b], up)
     return out
@@ -275,7 +388,8 @@ def _linear_rows(weights, s_lo, s_hi, C, Bm, p: str, above, deadline: float | No
     if bb.size == 0:
         return Bm
     n = weights[0].shape[1]
-    up = _linear_upper(maps, sl_b, sh_b, C[cc], np.vstack([np.eye(n), -np.eye(n)]), bb, cost, deadline)
+    up = _linear_upper(maps, sl_b, sh_b, C[cc] if C.ndim == 2 else C[bb, cc], np.vstack([np.eye(n), -np.eye(n)]), bb,
+                       cost, deadline)
     bb, cc = bb[: len(up)], cc[: len(up)]
     Bm = Bm.copy()
     Bm[bb, cc] = np.minimum(Bm[bb, cc], np.maximum(up[:, :n], up[:, n:]))
