@@ -343,13 +343,15 @@ def test_a_stalled_ascent_hands_its_slot_to_one_flip_walk_per_witness(monkeypatc
     assert calls["flips"] == 2
 
 
-@pytest.mark.parametrize("inputs, fruitless, walks", [(20, 0, True), (20, bab.ASCENT_BACKOFF, False),
-                                                      (8, bab.ASCENT_BACKOFF, True)])
+@pytest.mark.parametrize("inputs, fruitless, climbs, walks", [
+    (20, 0, 0, True), (20, bab.ASCENT_BACKOFF, 0, False), (8, bab.ASCENT_BACKOFF, 0, True),
+    (20, 0, bab.CLIMB_PATIENCE - 1, True), (20, 0, bab.CLIMB_PATIENCE, False), (8, 0, bab.CLIMB_PATIENCE, True)])
 def test_walks_across_regions_stop_on_high_dimensional_boxes_once_the_ascent_backed_off(
-        monkeypatch, inputs, fruitless, walks):
+        monkeypatch, inputs, fruitless, climbs, walks):
     """Every batch of nodes walks across activation regions from its best probes, except on
     high-dimensional boxes (more than `witness.ASCENT_DIM` free inputs) once the ascent has found
-    nothing ASCENT_BACKOFF times in a row; the nodes' bounds stay sound either way (above the
+    nothing ASCENT_BACKOFF times in a row or CLIMB_PATIENCE walks in a row raised nothing (a walk
+    that raises nothing counts one more); the nodes' bounds stay sound either way (above the
     Jacobian norms at sampled points of the box)."""
     from certify.lipschitz.options import NormQuestion
     from certify.lipschitz.witness import WitnessSearch
@@ -366,11 +368,13 @@ def test_walks_across_regions_stop_on_high_dimensional_boxes_once_the_ascent_bac
     budget = Budget(60.0)
     problem = bab.LipschitzBab(net, box, question, WitnessSearch(net, box, question, budget), node_lp=False,
                                root_bounds=network_bounds(net, box.lo, box.hi, "symbolic"), budget=budget)
-    problem.fruitless = fruitless
+    problem.fruitless, problem.climbs_fruitless = fruitless, climbs
     root = problem.root()
     children = [c for c, _ in problem.branch(root, problem.bound(root), -np.inf)]
     bounds = problem.bound_many(children)
     assert bool(calls) == walks
+    if walks:  # (the stub raises nothing)
+        assert problem.climbs_fruitless == climbs + 1
     sampled = 0.0  # ||J||_{linf -> l1} = max over sign vectors s of ||J^T s||_1 (2 outputs)
     for x in np.random.default_rng(0).uniform(box.lo, box.hi, (500, inputs)):
         pattern, h = [], x

@@ -67,6 +67,9 @@ CLIMB_BACKOFF = True     # no walks on high-dimensional boxes once the ascent ha
                          # 256x4 at radius 0.02) and raised nothing there after the first rounds; without
                          # them its 60 s bound went 8.02-8.18 (mean 8.09, 6 runs) -> 7.92-8.09 (mean 7.97,
                          # 5 runs), the lower bound the same; on 256x6 within the noise (16.8-18.6 either way)
+CLIMB_PATIENCE = 8       # ... or once this many walks in a row have raised nothing: the ascent's slots come
+                         # seconds apart, and until it had backed off the walks took 0.09 s of every batch
+                         # (a fifth of this process's time on MNIST 256x4) and raised nothing in 60 s
 SEARCH_SHARE = 0.1       # of the tree's time for further dense searches of lower bounds ...
 SEARCH_SLOT = 0.3        # ... in slots of at most this many seconds (halved as below: on LipMIP's
                          # 10-layer net none of the seven slots raised the bound, 0.3 s of a 4 s run)
@@ -159,6 +162,7 @@ class LipschitzBab:
         self.rng = np.random.default_rng(0)
         self.started, self.search_seconds, self.search_calls = time.perf_counter(), 0.0, 0
         self.fruitless = 0  # `_search_more` slots in a row that did not raise the lower bound
+        self.climbs_fruitless = 0  # ... and batches' walks (`climb`)
         self.high_dimensional = high_dimensional(box)  # witnesses from the smoothed ascent
         # the neurons unstable on the box (flip walks, `flip_search`) and the lower bound of the last walk
         self.flip_free = None if root_bounds is None else [ph == UNSTABLE for ph in root_bounds.phases()]
@@ -266,10 +270,14 @@ class LipschitzBab:
             if est[k] > self.search.lower:
                 lower[k // PROBES] = max(lower[k // PROBES], self._replay(probes[k]))
         # a short walk across activation regions from the batch's best probes (replayed at its end);
-        # on high-dimensional boxes only until the ascent has backed off (CLIMB_BACKOFF)
-        if self.witnesses and not (CLIMB_BACKOFF and self.fruitless >= ASCENT_BACKOFF and self.high_dimensional):
+        # on high-dimensional boxes only until the ascent has backed off or CLIMB_PATIENCE walks in a
+        # row raised nothing (CLIMB_BACKOFF)
+        if self.witnesses and not (CLIMB_BACKOFF and self.high_dimensional
+                                   and (self.fruitless >= ASCENT_BACKOFF or self.climbs_fruitless >= CLIMB_PATIENCE)):
+            before = self.search.lower
             climb(self.search, list(probes[np.argsort(-est)[:CLIMBS]]), CLIMB_STEPS,
                   None if self.budget is None else self.budget.deadline)
+            self.climbs_fruitless = 0 if self.search.lower > before else self.climbs_fruitless + 1
         if self.witnesses:
             self._search_more(lo[int(np.argmax(upper))], hi[int(np.argmax(upper))])
         result = []
