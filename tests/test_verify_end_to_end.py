@@ -173,3 +173,20 @@ def test_instances_csv_errors(cli, tmp_path):
     assert r.code == 0 and r.json()["results"] == {"error": 1} and "does not exist" in r.err
     assert_bad_input(cli("verify", TEST / "test_nano.onnx"), "needs MODEL and PROPERTY")
     assert_bad_input(cli("verify", TEST / "test_nano.onnx", TEST / "test_nano.vnnlib", "--timeout", "0"), "--timeout")
+
+
+@pytest.mark.parametrize("option, value, says", [
+    ("second_search", "no", "second_search must be True or False"),
+    ("root_lp", 1, "root_lp must be True or False"),
+    ("max_split_dims", 2.5, "max_split_dims must be an integer >= 0"),
+    ("batch_size", 0, "batch_size must be an integer >= 1"),
+    ("batch_size", True, "batch_size must be an integer >= 1"),
+    ("attack_seconds", float("nan"), "attack_seconds must be None or a non-negative number"),
+    ("attack_seconds", -1.0, "attack_seconds must be None or a non-negative number")])
+def test_verify_refuses_option_values_it_would_misread(option, value, says):
+    """A truthy string for a switch, a float count or a NaN budget: a one-line BadInput naming the
+    option, before the model is even read (the path does not exist)."""
+    from certify.errors import BadInput
+
+    with pytest.raises(BadInput, match=re.escape(says)):
+        certify.verify("no-such-model.onnx", "no-such.vnnlib", timeout=5, **{option: value})

@@ -83,11 +83,26 @@ def verify(
                        root_lp, second_search)
 
 
+def _check_options(attack_seconds, max_split_dims, batch_size, root_lp, second_search) -> None:
+    """One-line refusals of option values the search would misread (a string is truthy, a float
+    count would slice nothing)."""
+    if attack_seconds is not None and (isinstance(attack_seconds, bool) or not isinstance(attack_seconds, (int, float))
+                                       or not math.isfinite(attack_seconds) or attack_seconds < 0):
+        raise BadInput(f"attack_seconds must be None or a non-negative number of seconds, got {attack_seconds!r}")
+    for name, value, least in (("max_split_dims", max_split_dims, 0), ("batch_size", batch_size, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise BadInput(f"{name} must be an integer >= {least}, got {value!r}")
+    for name, value in (("root_lp", root_lp), ("second_search", second_search)):
+        if not isinstance(value, bool):
+            raise BadInput(f"{name} must be True or False, got {value!r}")
+
+
 def _verify(model, spec, timeout, reference, seed, bounder, attack_seconds, max_split_dims, batch_size,
             root_lp, second_search) -> VerificationResult:
     t0 = time.perf_counter()
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0:
         raise BadInput(f"timeout must be a positive number of seconds, got {timeout!r}")
+    _check_options(attack_seconds, max_split_dims, batch_size, root_lp, second_search)
     net, reference, name, resolved = resolve_model(model, reference)
     notes = list(resolved)
     if not isinstance(spec, Spec):
