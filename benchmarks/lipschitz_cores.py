@@ -83,18 +83,22 @@ def run(args) -> list[dict]:
     return rows
 
 
-def plot(rows: list[dict], path: Path) -> None:
+def plot(rows: list[dict], path: Path, key: str = "cores", label=lambda c: f"{c} core{'s' if c > 1 else ''}") -> None:
+    """Bars of upper / lower (median over runs) per question, one bar per value of `key` (cores,
+    or a checkout's version in `lipschitz_versions`), in the order they first appear."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     names = list(dict.fromkeys(r["question"] for r in rows))
-    fig, ax = plt.subplots(figsize=(9, 0.6 * len(names) + 1.5))
-    for k, cores in enumerate((1, 2)):
-        vals = [np.median([r["ratio"] for r in rows if r["question"] == n and r["cores"] == cores]) for n in names]
-        ax.barh(np.arange(len(names)) + 0.4 * k, vals, height=0.4, label=f"{cores} core{'s' if cores > 1 else ''}")
-    ax.set_yticks(np.arange(len(names)) + 0.2, names)
+    groups = list(dict.fromkeys(r[key] for r in rows))
+    h = 0.8 / len(groups)
+    fig, ax = plt.subplots(figsize=(9, 0.3 * len(names) * max(2, len(groups)) + 1.5))
+    for k, g in enumerate(groups):
+        vals = [np.median([r["ratio"] for r in rows if r["question"] == n and r[key] == g] or [np.nan]) for n in names]
+        ax.barh(np.arange(len(names)) + h * k, vals, height=h, label=label(g))
+    ax.set_yticks(np.arange(len(names)) + 0.4 - h / 2, names)
     ax.set_xscale("log")
     ax.set_xlabel("upper / lower (median over runs)")
     ax.legend()

@@ -11,7 +11,7 @@ adds oval21's `cifar_base_kw` at radius 2/255 around the midpoint of img2578's b
 inputs, no domain) under CERTIFY_MEMORY_LIMIT=4G. Per row: question, version (its
 `git rev-parse --short HEAD`, "+changes" when dirty), lower, upper, ratio, nodes, seconds, status
 and the process's peak RSS; rows are appended to results/NAME.csv, and NAME.png shows upper /
-lower per question and version (the last run of each).
+lower per question and version (the median over runs).
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
-
+from .lipschitz_cores import plot, questions
 from .results_csv import append_rows
 from .verify_versions import _version
 
@@ -61,8 +60,6 @@ def _cifar(args) -> list[tuple]:
 
 
 def run(args) -> list[dict]:
-    from .lipschitz_cores import questions
-
     todo = questions(args) + (_cifar(args) if args.cifar else [])
     versions = [Path(v).resolve() for v in args.versions.split(",")]
     rows = []
@@ -90,27 +87,6 @@ def run(args) -> list[dict]:
     return rows
 
 
-def plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = list(dict.fromkeys(r["question"] for r in rows))
-    versions = list(dict.fromkeys(r["version"] for r in rows))
-    fig, ax = plt.subplots(figsize=(9, 0.6 * len(names) * max(1, len(versions) / 2) + 1.5))
-    h = 0.8 / len(versions)
-    for k, v in enumerate(versions):
-        last = {r["question"]: r["ratio"] for r in rows if r["version"] == v}
-        ax.barh(np.arange(len(names)) + h * k, [last.get(n, np.nan) for n in names], height=h, label=v)
-    ax.set_yticks(np.arange(len(names)) + 0.4 - h / 2, names)
-    ax.set_xscale("log")
-    ax.set_xlabel("upper / lower")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-
-
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--versions", default=".")
@@ -127,7 +103,7 @@ def main(argv=None) -> None:
     rows = run(args)
     RESULTS.mkdir(parents=True, exist_ok=True)
     append_rows(f"{args.out}.csv", FIELDS, rows)
-    plot(rows, RESULTS / f"{args.out}.png")
+    plot(rows, RESULTS / f"{args.out}.png", key="version", label=str)
 
 
 if __name__ == "__main__":

@@ -307,19 +307,17 @@ def _entrywise_top(weights, s_lo, s_hi, p: str, C: np.ndarray, length: int, per:
     B = per.shape[0]
     above = np.broadcast_to(np.asarray(-math.inf if linear_above is None else linear_above, dtype=float), (B,))
     best = per.max(axis=1)
-    boxes = [b for b in np.argsort(-best, kind="stable")[:ENTRYWISE_TOP] if best[b] > above[b]]
-    free = sum((sh[boxes] > sl[boxes]).sum(axis=1) for sl, sh in zip(s_lo, s_hi)) if boxes else []
-    boxes = [b for b, f in zip(boxes, free) if f > 0]
+    free = sum((sh > sl).sum(axis=1) for sl, sh in zip(s_lo, s_hi))  # (B,)
+    boxes = [b for b in np.argsort(-best, kind="stable")[:ENTRYWISE_TOP] if best[b] > above[b] and free[b] > 0]
     if not boxes:
         return per
     per, tight = per.copy(), np.zeros(per.shape, dtype=bool)
     per_row = float(sum(W.size for W in weights))
     work = 0.0
     while deadline is None or time.perf_counter() < deadline:
-        top = {b: int(np.argmax(per[b])) for b in boxes}
-        pairs = [(b, c) for b, c in top.items() if not tight[b, c]]
-        n_free = [int(sum((sh[b] > sl[b]).sum() for sl, sh in zip(s_lo, s_hi))) for b, _ in pairs]
-        cost = [(2.0 * f + 2 * weights[0].shape[1]) * per_row for f in n_free]
+        pairs = [(b, int(np.argmax(per[b]))) for b in boxes]
+        pairs = [(b, c) for b, c in pairs if not tight[b, c]]
+        cost = [(2.0 * free[b] + 2 * weights[0].shape[1]) * per_row for b, _ in pairs]
         keep = [k for k in range(len(pairs)) if work + sum(cost[:k + 1]) <= LINEAR_WORK]
         if not keep:
             break
