@@ -84,3 +84,37 @@ def test_caps_spare_the_functionals_below_the_maximum(monkeypatch):
     assert value[0] == caps.max() and sum(bounded) < caps.shape[1]
     # the skipped ones keep their caps, none above the maximum
     assert np.all(per <= value[0])
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 10), m=st.integers(1, 4),
+       pair=st.sampled_from([("linf", "l1"), ("linf", "linf"), ("l1", "l1"), ("l2", "l2"), ("l1", "l2")]))
+def test_switches_dead_on_every_box_are_dropped_without_changing_the_bound(seed, n, m, pair):
+    """Neurons whose slope is 0 on every box of the batch are left out of the Jacobian bound
+    (`_live_switches`): the bounds equal those over the whole network, and cover the exact norm of
+    every box (every slope vertex enumerated)."""
+    rng = np.random.default_rng(seed)
+    sizes = [n, 7, 6, m]
+    Ws = [W for W, _ in random_weights(sizes, seed)]
+    boxes = [_slopes(rng, sizes, 5) for _ in range(3)]
+    for j, width in enumerate(sizes[1:-1]):  # a third of each layer inactive on every box
+        dead = rng.choice(width, size=width // 3, replace=False)
+        for lo, hi in boxes:
+            lo[j][dead] = hi[j][dead] = 0.0
+    s_lo, s_hi = _batch(boxes)
+    assert jm._live_switches(Ws, s_hi) is not None
+    p, q = pair
+    share = jm.LIVE_SHARE
+    try:
+        jm.LIVE_SHARE = 0.0
+        whole, _ = clarke_functional_bounds(Ws, s_lo, s_hi, p, q)
+        jm.LIVE_SHARE = 1.0
+        live, _ = clarke_functional_bounds(Ws, s_lo, s_hi, p, q)
+    finally:
+        jm.LIVE_SHARE = share
+    assert np.allclose(live, whole, rtol=1e-9, atol=0.0)
+    from tests.lipschitz_oracles import opnorm
+
+    for b, (lo, hi) in enumerate(boxes):
+        exact = max(opnorm(_jac(Ws, v), p, q) for v in _vertices(lo, hi))
+        assert exact * (1 - 1e-9) <= live[b]

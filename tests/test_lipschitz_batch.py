@@ -78,7 +78,9 @@ def test_batched_clarke_bound_matches_box_by_box(seed, depth, batch):
     for b, (lo, hi) in enumerate(boxes):
         if all(np.array_equal(x, y) for x, y in zip(lo, hi)):
             continue  # one Jacobian: the box-by-box bound takes its certified norm instead
-        assert stacked[b] == pytest.approx(clarke_norm_bound(weights, lo, hi, "linf", "l1"), rel=1e-12)
+        # (a batch leaves out the neurons dead on all of its boxes, a box alone those dead on it: the
+        # same Jacobians, rounding allowances over sums of different lengths)
+        assert stacked[b] == pytest.approx(clarke_norm_bound(weights, lo, hi, "linf", "l1"), rel=1e-9)
 
 
 def _sub_boxes(weights, seed, n, r, min_width, count, slopes):

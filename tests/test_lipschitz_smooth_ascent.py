@@ -118,3 +118,84 @@ def test_smooth_ascent_on_a_sub_box_keeps_witnesses_inside_it():
     X = smooth_ascent(search, None, box=(sub_lo, sub_hi), restarts=8)
     assert np.all(X >= sub_lo) and np.all(X <= sub_hi)
     assert search.point is not None and np.all(search.point.x >= sub_lo) and np.all(search.point.x <= sub_hi)
+
+
+def _torch_soft_norm(torch, W, b, x, unit, kappa, p, q, c, signs):
+    """The smoothed norm written independently in torch (float64, autograd differentiates it)."""
+    h, soft = x, []
+    for Wt, bt, u in zip(W[:-1], b[:-1], unit):
+        z = h @ Wt.T + bt
+        soft.append(torch.sigmoid(z / (kappa * u)))
+        h = torch.relu(z)
+    J = W[-1].expand(x.shape[0], -1, -1)
+    for Wt, s in zip(reversed(W[:-1]), reversed(soft)):
+        J = (J * s[:, None, :]) @ Wt
+
+    def dual(g, d):
+        return g.abs().sum(-1) if d == "l1" else g.abs().amax(-1) if d == "linf" else g.norm(dim=-1)
+
+    pd = {"l1": "linf", "linf": "l1", "l2": "l2"}[p]
+    if c is not None:
+        return dual(torch.einsum("m,bmn->bn", c, J), pd)
+    if signs is not None:
+        return torch.einsum("bm,bmn->bn", signs, J).abs().sum(-1)
+    if q == "linf":
+        return dual(J, pd).amax(-1)
+    if p == "l1":
+        return dual(J.transpose(1, 2), q).amax(-1)
+    return J.pow(2).sum((1, 2)).sqrt()
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), depth=st.integers(1, 3), m=st.integers(1, 4),
+       kappa=st.floats(0.01, 0.5),
+       pair=st.sampled_from([("linf", "l1"), ("linf", "linf"), ("l1", "l1"), ("l1", "l2"), ("l2", "l2"),
+                             ("linf", "target"), ("l2", "target"), ("l1", "target")]))
+def test_soft_gradient_is_the_autograd_gradient_of_the_smoothed_norm(seed, depth, m, kappa, pair):
+    """The ascent's hand-written reverse mode against torch's autograd of the same smoothed norm."""
+    torch = pytest.importorskip("torch")
+    from solvers import jacobian_ascent as ja
+
+    rng = np.random.default_rng(seed)
+    sizes = [int(rng.integers(2, 12)) for _ in range(depth + 1)] + [m]
+    Ws = [rng.normal(size=(sizes[i + 1], sizes[i])).astype(np.float32) for i in range(depth + 1)]
+    bs = [rng.normal(size=sizes[i + 1]).astype(np.float32) for i in range(depth + 1)]
+    x = rng.uniform(-1, 1, (5, sizes[0])).astype(np.float32)
+    zs, _ = ja._forward(Ws, bs, x)
+    unit = [np.maximum(z.max(0) - z.min(0), 1e-3).astype(np.float32) for z in zs]
+    p, q = pair
+    c = rng.normal(size=m).astype(np.float32) if q == "target" else None
+    q = None if q == "target" else q
+    signs = np.sign(rng.normal(size=(5, m))).astype(np.float32) if (p, q) == ("linf", "l1") else None
+    value, grad, signs = ja._soft_gradient(Ws, zs, unit, kappa, p, q, c, signs)
+    t64 = lambda a: None if a is None else torch.tensor(np.asarray(a, dtype=np.float64))  # noqa: E731
+    xt = torch.tensor(x.astype(np.float64), requires_grad=True)
+    obj = _torch_soft_norm(torch, [t64(w) for w in Ws], [t64(v) for v in bs], xt, [t64(u) for u in unit], kappa,
+                           p, q, t64(c), t64(signs))
+    (expected,) = torch.autograd.grad(obj.sum(), xt)
+    scale = max(float(expected.abs().max()), 1e-6)
+    assert np.allclose(value, obj.detach().numpy(), rtol=1e-4, atol=1e-5 * float(obj.detach().abs().max()))
+    assert np.max(np.abs(grad - expected.numpy())) <= 1e-3 * scale
+
+
+def test_the_image_sized_lipschitz_path_does_not_load_torch():
+    """The smoothed ascent runs in numpy: a question never waits seconds for torch to import."""
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np\n"
+            "from certify.lipschitz.options import NormQuestion\n"
+            "from certify.lipschitz.witness import WitnessSearch, smooth_ascent\n"
+            "from models.box import Box\n"
+            "from models.ir import sequential\n"
+            "from solvers.runtime import Budget\n"
+            "from tests.lipschitz_oracles import random_weights\n"
+            "net = sequential(random_weights([40, 16, 16, 3], 3))\n"
+            "search = WitnessSearch(net, Box((-1.0,) * 40, (1.0,) * 40), NormQuestion.of(net, 'linf', 'l1', None, None),"
+            " Budget(None))\n"
+            "smooth_ascent(search, None, restarts=8)\n"
+            "assert search.lower > 0\n"
+            "print('torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-500:]
+    assert out.stdout.strip().splitlines()[-1] == "False"

@@ -244,3 +244,33 @@ def test_layer_bounds_under_all_splits_hold_against_milp(seed):
                 return
             bottom = -milp_max(net, lo, hi, split, None, None, z_obj=(j, i, -1.0))
             assert u[0, i] >= top - TOL * (1 + abs(top)) and l[0, i] <= bottom + TOL * (1 + abs(bottom)), (j, i)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_optimiser_on_the_live_sub_network_matches_the_whole(monkeypatch, seed):
+    """`optimise` drops the neurons every problem has inactive (their multipliers are 0 and the
+    bound does not depend on their slopes): the bounds it reaches must be those of the optimiser on
+    the whole network (the same steps up to the products' rounding order), and both at least the
+    exact maximum (a big-M MILP)."""
+    import solvers.bounds.beta as beta_mod
+
+    rng, net, blocks, lo, hi, split = _case(seed, n_in=5, hidden=(12, 10, 8), m=2, p_split=0.4)
+    node = _node_bounds(blocks, lo, hi, split)
+    if node is None:
+        return
+    _, pl, ph = node
+    live = beta_mod._live_neurons(blocks, pl, ph, [s[None] for s in split], None)
+    c = np.vstack([rng.normal(size=2), rng.normal(size=2)])
+    P = c.shape[0]
+    args = (blocks, lo[None], hi[None], [a.repeat(P, 0) for a in pl], [a.repeat(P, 0) for a in ph],
+            [np.repeat(s[None].astype(float), P, 0) for s in split], c)
+    monkeypatch.setattr(beta_mod, "LIVE_SHARE", 1.0)
+    compact = beta_mod.beta_upper(*args, iterations=25).upper
+    monkeypatch.setattr(beta_mod, "LIVE_SHARE", 0.0)
+    whole = beta_mod.beta_upper(*args, iterations=25).upper
+    assert np.allclose(compact, whole, rtol=1e-4, atol=1e-6 * max(1.0, float(np.abs(whole).max())))
+    for k in range(P):
+        top = milp_max(net, lo, hi, split, c[k], np.zeros(lo.size))
+        assert compact[k] >= top - TOL and whole[k] >= top - TOL
+    if live is not None:  # (the case has dead neurons: the compact path ran)
+        assert sum(x.size for x in live) < sum(a.shape[1] for a in ph)

@@ -291,8 +291,6 @@ ASCENT_DIM = 16       # above this many inputs `smooth_ascent` replaces `dense_a
                       # perturbations almost never change the activation region in 784 dimensions)
 ASCENT_RESTARTS = 32  # restarts of one smoothed ascent (one float32 batch)
 ASCENT_REPLAYS = 4    # its best end points replayed
-TORCH_IMPORT_MARGIN = 20.0  # seconds the question must have left for the ascent to import torch (4 s on
-                            # an idle machine, over 20 s on a loaded one); with less, `dense_ascent`
 
 
 def high_dimensional(box: Box) -> bool:
@@ -306,22 +304,16 @@ def smooth_ascent(search: WitnessSearch, deadline: float | None, seed: int = 0,
     over the question's box (or `box`, a sub-box of it), from its centre, the best witness so far
     (when inside) and random points; the best end points are replayed (`_value_at`), the only
     values kept. Returns the end points, best first. Falls back to `dense_ascent` when the
-    search's float32 copy of the weights does not fit in the memory budget, or when torch is not
-    loaded yet and the question has less than TORCH_IMPORT_MARGIN seconds left."""
-    import sys
-
+    search's float32 copy of the weights does not fit in the memory budget."""
     from models.memory import fits
-
-    rem = search.budget.remaining()
-    if "torch" not in sys.modules and rem is not None and rem < TORCH_IMPORT_MARGIN:
-        return dense_ascent(search, deadline, seed=seed, box=box)  # (importing torch takes seconds)
     from solvers.jacobian_ascent import ascend
 
     q = search.question
     lo, hi = (np.array(search.box.lo), np.array(search.box.hi)) if box is None else (np.asarray(box[0]), np.asarray(box[1]))
     weights = [b.weight for b in search.blocks]
-    if not fits(4.0 * sum(w.size for w in weights) + 4.0 * restarts * 8 * max(max(w.shape) for w in weights)
-                * weights[-1].shape[0]):
+    # (the float32 weights, a few (restarts, m, width) products and the partial products of every layer)
+    if not fits(4.0 * sum(w.size for w in weights) + 4.0 * restarts * weights[-1].shape[0]
+                * (8 * max(max(w.shape) for w in weights) + sum(w.shape[1] for w in weights))):
         return dense_ascent(search, deadline, seed=seed, box=box)
     rng = np.random.default_rng(seed)
     starts = [0.5 * (lo + hi)]

@@ -42,7 +42,7 @@ from models.ir import Affine
 from ..rounding import gamma
 from ..runtime import past
 from .adam import adam_step_inplace
-from .sparse import multiplier, rmul, rmul_abs
+from .sparse import mostly_zeros, multiplier, rmul, rmul_abs
 
 _TINY = 1e-300
 
@@ -189,6 +189,17 @@ def optimise(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo, pre_h
     beta = [np.zeros_like(a) for a in alpha] if beta is None else beta
     if iterations <= 0:
         return (alpha, beta, alpha, beta) if warm_last else (alpha, beta)
+    live = _live_neurons(blocks, pre_lo, pre_hi, split, obj)
+    if live is not None:  # the same steps on the live neurons' sub-network, scattered back
+        sub = optimise(**_restrict(live, blocks, pre_lo, pre_hi, split, obj, alpha, beta), lo=lo, hi=hi, c=c, e=e,
+                       iterations=iterations, lr_alpha=lr_alpha, lr_beta=lr_beta, warm_last=warm_last)
+        out = []
+        for part, full in zip(sub, (alpha, beta) * 2):
+            layers = [f.copy() for f in full]
+            for t, keep in enumerate(live):
+                layers[t][:, keep] = part[t]
+            out.append(layers)
+        return tuple(out)
     f32 = np.float32
     net = _Net32(blocks, lo, hi, pre_lo, pre_hi, split, c, e, obj=obj)
     # every layer's slopes (and multipliers) in one flat array, each layer a contiguous (P, n_t)
@@ -231,6 +242,44 @@ def optimise(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo, pre_h
                 flat[1] *= free_b
     pairs = [best[0], best[1]] + ([flat[0], flat[1]] if warm_last else [])
     return tuple([x.astype(np.float64) for x in views(y)] for y in pairs)
+
+
+LIVE_SHARE = 0.85  # `optimise` runs on the live neurons' sub-network when they are at most this share
+
+
+def _live_neurons(blocks, pre_lo, pre_hi, split, obj) -> list[np.ndarray] | None:
+    """Per ReLU layer, the neurons some problem needs: not inactive (u <= 0 and l < 0, as `_Net32`
+    reads the bounds), or split, or with an objective term. An inactive neuron's relaxation is
+    a = 0 (its slope 0, no multiplier of its own), so its nu is 0, the bound does not depend on its
+    alpha / beta, and its rows and columns of the weights only multiply zeros: the dual bound of the
+    sub-network without it is the same function of the other neurons' alpha / beta. None when the live neurons exceed LIVE_SHARE of the layers or the
+    weights are convolutions or sparse (their slices cost more than they save)."""
+    if any(getattr(b, "conv", None) is not None or mostly_zeros(b.weight.size, np.count_nonzero(b.weight))
+           for b in blocks):
+        return None
+    live = []
+    for t, (l, u, s) in enumerate(zip(pre_lo, pre_hi, split)):
+        need = (u > 0) | (l >= 0) | (s != 0)
+        if obj is not None and obj[t] is not None:
+            need |= obj[t] != 0
+        live.append(np.flatnonzero(np.any(need, axis=0)))
+    total, kept = sum(u.shape[1] for u in pre_hi), sum(k.size for k in live)
+    return live if kept < total and kept <= LIVE_SHARE * total else None
+
+
+def _restrict(live, blocks, pre_lo, pre_hi, split, obj, alpha, beta):
+    """`optimise`'s arguments on the live neurons (`_live_neurons`): each block's rows of its live
+    outputs and columns of the live inputs (the input and the output kept whole)."""
+    K = len(blocks) - 1
+    sub_blocks = []
+    for t, b in enumerate(blocks):
+        W = b.weight if t == K else b.weight[live[t]]
+        W = W if t == 0 else W[:, live[t - 1]]
+        sub_blocks.append(Affine(W, b.bias if t == K else b.bias[live[t]]))
+    cut = lambda arrays: [a[:, k] for a, k in zip(arrays, live)]  # noqa: E731
+    o = None if obj is None else [None if x is None else x[:, k] for x, k in zip(obj, live)]
+    return dict(blocks=sub_blocks, pre_lo=cut(pre_lo), pre_hi=cut(pre_hi), split=cut(split), obj=o,
+                alpha=cut(alpha), beta=cut(beta))
 
 
 class _Net32:
@@ -508,9 +557,13 @@ def _neuron_problems(lo, hi, pre_lo, pre_hi, split, layer: int, depth: int, dead
     ReLU layers 0..depth-1, in batches within SPLIT_LAYER_FLOATS, until `deadline`: (nodes,
     neurons, the `beta_upper` arguments lo, hi, pre_lo, pre_hi, split of each problem, rows stacked
     max first; `_unstable_batches`)."""
+    # nodes that differ by their phases only (no input split) share one box: the bound's input term is
+    # then two matrix-vector products instead of passes over (problems x inputs) arrays
+    shared = lo.shape[0] == 1 or (np.all(lo == lo[0]) and np.all(hi == hi[0]))
     for nd, nr in _unstable_batches(lo.shape[1], pre_lo, pre_hi, layer, depth, deadline, SPLIT_LAYER_FLOATS):
         rows = np.concatenate([nd, nd])
-        yield nd, nr, (lo[rows], hi[rows], [a[rows] for a in pre_lo[:depth]], [a[rows] for a in pre_hi[:depth]],
+        box = (lo[:1], hi[:1]) if shared else (lo[rows], hi[rows])
+        yield nd, nr, (*box, [a[rows] for a in pre_lo[:depth]], [a[rows] for a in pre_hi[:depth]],
                        [np.asarray(s[rows], dtype=np.float64) for s in split[:depth]])
 
 SPLIT_LAYER_FLOATS = 4_000_000  # per batch of `split_layer_bounds`: the optimiser keeps some 15 such arrays
