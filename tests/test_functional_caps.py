@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import solvers.bounds.jacobian as jm
+import solvers.bounds.live as live_mod
 from solvers.bounds.jacobian import clarke_functional_bounds
 from tests.lipschitz_oracles import random_weights
 from tests.test_jacobian_linear import _jac, _slopes, _vertices
@@ -91,7 +92,7 @@ def test_caps_spare_the_functionals_below_the_maximum(monkeypatch):
        pair=st.sampled_from([("linf", "l1"), ("linf", "linf"), ("l1", "l1"), ("l2", "l2"), ("l1", "l2")]))
 def test_switches_dead_on_every_box_are_dropped_without_changing_the_bound(seed, n, m, pair):
     """Neurons whose slope is 0 on every box of the batch are left out of the Jacobian bound
-    (`_live_switches`): the bounds equal those over the whole network, and cover the exact norm of
+    (`solvers.bounds.live`): the bounds equal those over the whole network, and cover the exact norm of
     every box (every slope vertex enumerated)."""
     rng = np.random.default_rng(seed)
     sizes = [n, 7, 6, m]
@@ -102,16 +103,16 @@ def test_switches_dead_on_every_box_are_dropped_without_changing_the_bound(seed,
         for lo, hi in boxes:
             lo[j][dead] = hi[j][dead] = 0.0
     s_lo, s_hi = _batch(boxes)
-    assert jm._live_switches(Ws, s_hi) is not None
+    assert live_mod.live_neurons([s > 0 for s in s_hi], Ws) is not None
     p, q = pair
-    share = jm.LIVE_SHARE
+    share = live_mod.LIVE_SHARE
     try:
-        jm.LIVE_SHARE = 0.0
+        live_mod.LIVE_SHARE = 0.0
         whole, _ = clarke_functional_bounds(Ws, s_lo, s_hi, p, q)
-        jm.LIVE_SHARE = 1.0
+        live_mod.LIVE_SHARE = 1.0
         live, _ = clarke_functional_bounds(Ws, s_lo, s_hi, p, q)
     finally:
-        jm.LIVE_SHARE = share
+        live_mod.LIVE_SHARE = share
     assert np.allclose(live, whole, rtol=1e-9, atol=0.0)
     from tests.lipschitz_oracles import opnorm
 

@@ -253,6 +253,7 @@ def test_optimiser_on_the_live_sub_network_matches_the_whole(monkeypatch, seed):
     the whole network (the same steps up to the products' rounding order), and both at least the
     exact maximum (a big-M MILP)."""
     import solvers.bounds.beta as beta_mod
+    import solvers.bounds.live as live_mod
 
     rng, net, blocks, lo, hi, split = _case(seed, n_in=5, hidden=(12, 10, 8), m=2, p_split=0.4)
     node = _node_bounds(blocks, lo, hi, split)
@@ -264,9 +265,9 @@ def test_optimiser_on_the_live_sub_network_matches_the_whole(monkeypatch, seed):
     P = c.shape[0]
     args = (blocks, lo[None], hi[None], [a.repeat(P, 0) for a in pl], [a.repeat(P, 0) for a in ph],
             [np.repeat(s[None].astype(float), P, 0) for s in split], c)
-    monkeypatch.setattr(beta_mod, "LIVE_SHARE", 1.0)
+    monkeypatch.setattr(live_mod, "LIVE_SHARE", 1.0)
     compact = beta_mod.beta_upper(*args, iterations=25).upper
-    monkeypatch.setattr(beta_mod, "LIVE_SHARE", 0.0)
+    monkeypatch.setattr(live_mod, "LIVE_SHARE", 0.0)
     whole = beta_mod.beta_upper(*args, iterations=25).upper
     assert np.allclose(compact, whole, rtol=1e-4, atol=1e-6 * max(1.0, float(np.abs(whole).max())))
     for k in range(P):

@@ -42,7 +42,8 @@ from models.ir import Affine
 from ..rounding import gamma
 from ..runtime import past
 from .adam import adam_step_inplace
-from .sparse import mostly_zeros, multiplier, rmul, rmul_abs
+from .live import live_neurons, sliced_weights
+from .sparse import multiplier, rmul, rmul_abs
 
 _TINY = 1e-300
 
@@ -190,16 +191,24 @@ def optimise(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo, pre_h
     if iterations <= 0:
         return (alpha, beta, alpha, beta) if warm_last else (alpha, beta)
     live = _live_neurons(blocks, pre_lo, pre_hi, split, obj)
-    if live is not None:  # the same steps on the live neurons' sub-network, scattered back
-        sub = optimise(**_restrict(live, blocks, pre_lo, pre_hi, split, obj, alpha, beta), lo=lo, hi=hi, c=c, e=e,
-                       iterations=iterations, lr_alpha=lr_alpha, lr_beta=lr_beta, warm_last=warm_last)
-        out = []
-        for part, full in zip(sub, (alpha, beta) * 2):
-            layers = [f.copy() for f in full]
-            for t, keep in enumerate(live):
-                layers[t][:, keep] = part[t]
-            out.append(layers)
-        return tuple(out)
+    if live is None:
+        return _optimise_steps(blocks, lo, hi, pre_lo, pre_hi, split, c, e, alpha, beta, iterations, lr_alpha,
+                               lr_beta, warm_last, obj)
+    # the same steps on the live neurons' sub-network, scattered back
+    sub = _optimise_steps(**_restrict(live, blocks, pre_lo, pre_hi, split, obj, alpha, beta), lo=lo, hi=hi, c=c,
+                          e=e, iterations=iterations, lr_alpha=lr_alpha, lr_beta=lr_beta, warm_last=warm_last)
+    out = []
+    for part, full in zip(sub, (alpha, beta) * 2):
+        layers = [f.copy() for f in full]
+        for t, keep in enumerate(live):
+            layers[t][:, keep] = part[t]
+        out.append(layers)
+    return tuple(out)
+
+
+def _optimise_steps(blocks, lo, hi, pre_lo, pre_hi, split, c, e, alpha, beta, iterations: int, lr_alpha: float,
+                    lr_beta: float, warm_last: bool, obj) -> tuple[list[np.ndarray], ...]:
+    """`optimise`'s Adam steps on the network as given."""
     f32 = np.float32
     net = _Net32(blocks, lo, hi, pre_lo, pre_hi, split, c, e, obj=obj)
     # every layer's slopes (and multipliers) in one flat array, each layer a contiguous (P, n_t)
@@ -244,38 +253,24 @@ def optimise(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo, pre_h
     return tuple([x.astype(np.float64) for x in views(y)] for y in pairs)
 
 
-LIVE_SHARE = 0.85  # `optimise` runs on the live neurons' sub-network when they are at most this share
-
-
 def _live_neurons(blocks, pre_lo, pre_hi, split, obj) -> list[np.ndarray] | None:
-    """Per ReLU layer, the neurons some problem needs: not inactive (u <= 0 and l < 0, as `_Net32`
-    reads the bounds), or split, or with an objective term. An inactive neuron's relaxation is
-    a = 0 (its slope 0, no multiplier of its own), so its nu is 0, the bound does not depend on its
-    alpha / beta, and its rows and columns of the weights only multiply zeros: the dual bound of the
-    sub-network without it is the same function of the other neurons' alpha / beta. None when the live neurons exceed LIVE_SHARE of the layers or the
-    weights are convolutions or sparse (their slices cost more than they save)."""
-    if any(getattr(b, "conv", None) is not None or mostly_zeros(b.weight.size, np.count_nonzero(b.weight))
-           for b in blocks):
+    """Per ReLU layer, the neurons some problem needs (`live.live_neurons`): not inactive (u <= 0
+    and l < 0, as `_Net32` reads the bounds), or split, or with an objective term. An inactive
+    neuron's relaxation is a = 0 (its slope 0, no multiplier of its own), so its nu is 0 and the
+    bound does not depend on its alpha / beta: the dual bound of the sub-network without it is the
+    same function of the other neurons' alpha / beta. None also for convolutions."""
+    if any(getattr(b, "conv", None) is not None for b in blocks):
         return None
-    live = []
-    for t, (l, u, s) in enumerate(zip(pre_lo, pre_hi, split)):
-        need = (u > 0) | (l >= 0) | (s != 0)
-        if obj is not None and obj[t] is not None:
-            need |= obj[t] != 0
-        live.append(np.flatnonzero(np.any(need, axis=0)))
-    total, kept = sum(u.shape[1] for u in pre_hi), sum(k.size for k in live)
-    return live if kept < total and kept <= LIVE_SHARE * total else None
+    needed = [(u > 0) | (l >= 0) | (s != 0) | (False if obj is None or obj[t] is None else obj[t] != 0)
+              for t, (l, u, s) in enumerate(zip(pre_lo, pre_hi, split))]
+    return live_neurons(needed, [b.weight for b in blocks])
 
 
 def _restrict(live, blocks, pre_lo, pre_hi, split, obj, alpha, beta):
-    """`optimise`'s arguments on the live neurons (`_live_neurons`): each block's rows of its live
-    outputs and columns of the live inputs (the input and the output kept whole)."""
+    """`optimise`'s arguments on the live neurons (`_live_neurons`)."""
     K = len(blocks) - 1
-    sub_blocks = []
-    for t, b in enumerate(blocks):
-        W = b.weight if t == K else b.weight[live[t]]
-        W = W if t == 0 else W[:, live[t - 1]]
-        sub_blocks.append(Affine(W, b.bias if t == K else b.bias[live[t]]))
+    weights = sliced_weights([b.weight for b in blocks], live)
+    sub_blocks = [Affine(W, b.bias if t == K else b.bias[live[t]]) for t, (W, b) in enumerate(zip(weights, blocks))]
     cut = lambda arrays: [a[:, k] for a, k in zip(arrays, live)]  # noqa: E731
     o = None if obj is None else [None if x is None else x[:, k] for x, k in zip(obj, live)]
     return dict(blocks=sub_blocks, pre_lo=cut(pre_lo), pre_hi=cut(pre_hi), split=cut(split), obj=o,

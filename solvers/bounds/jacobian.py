@@ -24,7 +24,7 @@ from .blocked import abs_matmul, interval_matmul, right_abs_matmul, right_interv
 from .interval import affine_interval
 from .jacobian_interval import fixed_jacobian, interval_jacobian, rounding_allowance
 from .jacobian_linear import linear_pass_upper
-from .sparse import mostly_zeros
+from .live import live_neurons, sliced_weights
 from .types import ACTIVE, UNSTABLE
 
 
@@ -168,9 +168,12 @@ def clarke_functional_bounds(weights: list[np.ndarray], s_lo: list[np.ndarray], 
                                            None if above is None else float(above[b]), deadline)
                          for b in range(B)]), None
     length = sum(w.shape[1] for w in weights) + weights[-1].shape[0] + 2  # (the whole net's: an upper bound below)
-    live = _live_switches(weights, s_hi)
-    if live is not None:  # the same Jacobians without the switches that are 0 on every box
-        weights, s_lo, s_hi = _without_dead(weights, s_lo, s_hi, live)
+    # the same Jacobians without the switches that are 0 on every box: their row of W_j and column of
+    # W_{j+1} multiply exact zeros in every product and every magnitude of the rounding allowance
+    live = live_neurons([s > 0 for s in s_hi], weights)
+    if live is not None:
+        weights = sliced_weights(weights, live)
+        s_lo, s_hi = [s[:, k] for s, k in zip(s_lo, live)], [s[:, k] for s, k in zip(s_hi, live)]
     if _input_directions(p, weights[0].shape[1]) is not None:  # (paired with the input directions)
         return _functional_bounds(weights, s_lo, s_hi, p, C, length, linear_above, deadline).max(axis=1), None
     if caps is None or not np.any(np.isfinite(caps)):
@@ -180,29 +183,6 @@ def clarke_functional_bounds(weights: list[np.ndarray], s_lo: list[np.ndarray], 
     if linear_above is not None and p == "linf" and weights[0].shape[1] > ENTRYWISE_TOP_INPUTS:
         per = _entrywise_top(weights, s_lo, s_hi, p, C, length, per, linear_above, deadline)
     return per.max(axis=1), per
-
-
-LIVE_SHARE = 0.85  # `clarke_functional_bounds` drops the switches 0 on every box when the others are at most this share
-
-
-def _live_switches(weights, s_hi) -> list[np.ndarray] | None:
-    """Per switch layer, the neurons whose slope is not 0 on every box (None when they exceed
-    LIVE_SHARE of the layers, or a weight is mostly zeros: its slices would lose the CSR products).
-    A slope of exactly 0 makes the neuron's row of W_j and column of W_{j+1} multiply exact zeros
-    in every product and every magnitude of the rounding allowance, so the sub-network without
-    those neurons has the same Jacobians, bounded by the same arithmetic on fewer terms."""
-    if not s_hi or any(mostly_zeros(w.size, np.count_nonzero(w)) for w in weights):
-        return None
-    live = [np.flatnonzero(np.any(s > 0, axis=0)) for s in s_hi]
-    total, kept = sum(s.shape[1] for s in s_hi), sum(k.size for k in live)
-    return live if kept < total and kept <= LIVE_SHARE * total else None
-
-
-def _without_dead(weights, s_lo, s_hi, live):
-    """The weights and slopes of the live switches only (`_live_switches`)."""
-    K = len(weights) - 1
-    sub = [weights[0][live[0]]] + [weights[j][live[j]][:, live[j - 1]] for j in range(1, K)] + [weights[K][:, live[K - 1]]]
-    return sub, [s[:, k] for s, k in zip(s_lo, live)], [s[:, k] for s, k in zip(s_hi, live)]
 
 
 def _capped_bounds(weights, s_lo, s_hi, p: str, C: np.ndarray, length: int, linear_above, deadline,
