@@ -213,6 +213,35 @@ def test_dual_split_constraints_tighten_the_layers_below():
     assert tighter >= 5
 
 
+@given(seed=st.integers(0, 100_000))
+@settings(max_examples=30, deadline=None)
+def test_nearer_side_bounds_are_the_two_sided_bounds_on_that_side(seed):
+    """`split_layer_bounds(nearer_side=True)` (the tree's last ReLU layer, whose bounds only give
+    the Jacobian's slopes): each unstable neuron is bounded on the side nearer 0 only, with the
+    bound the two-sided call computes there (the same problem; the rows do not mix), the other
+    side kept as given, and every sampled point with the split phases inside."""
+    w, net, lo, hi, fixed, node, zs, inside = _split_case(seed)
+    if node is None:
+        assert not inside.any()
+        return
+    blocks = relu_blocks(net)
+    phases = [f[None] for f in fixed]
+    pre_lo, pre_hi = clamp_splits([a[None].copy() for a in node.pre_lo], [a[None].copy() for a in node.pre_hi], phases)
+    j = len(blocks) - 2
+    l2, u2 = split_layer_bounds(blocks, lo[None], hi[None], pre_lo, pre_hi, phases, j, 20)
+    l1, u1 = split_layer_bounds(blocks, lo[None], hi[None], pre_lo, pre_hi, phases, j, 20, nearer_side=True)
+    unst = (pre_lo[j][0] < 0) & (pre_hi[j][0] > 0)
+    up = unst & (pre_hi[j][0] <= -pre_lo[j][0])
+    down = unst & ~up
+    tol = 1e-5 * (1 + np.abs(pre_hi[j]).max() + np.abs(pre_lo[j]).max())
+    assert np.allclose(u1[0][up], u2[0][up], rtol=1e-5, atol=tol) and np.all(l1[0][up] == pre_lo[j][0][up])
+    assert np.allclose(l1[0][down], l2[0][down], rtol=1e-5, atol=tol) and np.all(u1[0][down] == pre_hi[j][0][down])
+    assert np.all(l1[0][~unst] == pre_lo[j][0][~unst]) and np.all(u1[0][~unst] == pre_hi[j][0][~unst])
+    z = zs[j][inside]
+    ztol = 1e-9 * (1 + np.abs(zs[j]).max())
+    assert np.all(z >= l1[0] - ztol) and np.all(z <= u1[0] + ztol)
+
+
 @pytest.mark.parametrize("floats", [None, 1])
 def test_dual_split_bounds_of_a_batch_are_each_nodes_own(monkeypatch, floats):
     """Nodes bounded together (different boxes and phases of one net) get the bounds each gets

@@ -260,8 +260,8 @@ def test_optimiser_on_the_live_sub_network_matches_the_whole(monkeypatch, seed):
     if node is None:
         return
     _, pl, ph = node
-    live = beta_mod._live_neurons(blocks, pl, ph, [s[None] for s in split], None)
     c = np.vstack([rng.normal(size=2), rng.normal(size=2)])
+    live = beta_mod._live_neurons(blocks, pl, ph, [s[None] for s in split], None, c)
     P = c.shape[0]
     args = (blocks, lo[None], hi[None], [a.repeat(P, 0) for a in pl], [a.repeat(P, 0) for a in ph],
             [np.repeat(s[None].astype(float), P, 0) for s in split], c)
@@ -275,3 +275,43 @@ def test_optimiser_on_the_live_sub_network_matches_the_whole(monkeypatch, seed):
         assert compact[k] >= top - TOL and whole[k] >= top - TOL
     if live is not None:  # (the case has dead neurons: the compact path ran)
         assert sum(x.size for x in live) < sum(a.shape[1] for a in ph)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bounds_without_output_term_drop_the_last_layers_unsplit_neurons(monkeypatch, seed):
+    """With c = 0 (a hidden neuron bounded under all splits: `split_neuron_bounds`) the last ReLU
+    layer of the sub-network has g = 0, so only its split neurons carry a multiplier: the optimiser
+    keeps just those there (`_live_neurons`), skips the products with c, and reaches the bounds of
+    the optimiser on the whole network; both contain the neuron's exact range (big-M MILP)."""
+    import solvers.bounds.beta as beta_mod
+    import solvers.bounds.live as live_mod
+
+    for attempt in range(50):  # a non-empty node split below its first layer, with an unstable first-layer neuron
+        rng, net, blocks, lo, hi, split = _case(seed + 1000 * attempt, n_in=5, hidden=(12, 10, 8), m=2, p_split=0.4)
+        node = _node_bounds(blocks, lo, hi, split)
+        deep = [t for t, s in enumerate(split) if np.any(s)]
+        if node is None or not deep or max(deep) == 0:
+            continue
+        _, pl, ph = node
+        unst = np.flatnonzero((pl[0][0] < 0) & (ph[0][0] > 0))
+        if unst.size and milp_max(net, lo, hi, split, None, None, z_obj=(0, int(unst[0]), 1.0)) > -np.inf:
+            break
+    else:
+        raise AssertionError("no case")
+    deepest, i = max(deep), int(unst[0])
+    sp = [s[None] for s in split]
+    monkeypatch.setattr(live_mod, "LIVE_SHARE", 1.0)
+    live = beta_mod._live_neurons(blocks[: deepest + 2], pl[: deepest + 1], ph[: deepest + 1],
+                                  [s.astype(float) for s in sp[: deepest + 1]],
+                                  [np.eye(pl[0].shape[1])[[i]]] + [None] * deepest, np.zeros((1, 1)))
+    assert live is not None and set(live[deepest]) <= set(np.flatnonzero(split[deepest]))
+    runs = {}
+    for share in (1.0, 0.0):
+        monkeypatch.setattr(live_mod, "LIVE_SHARE", share)
+        runs[share] = split_neuron_bounds(blocks, lo[None], hi[None], pl, ph, sp, np.array([0]), np.array([i]))
+    (lc, uc), (lw, uw) = runs[1.0], runs[0.0]
+    scale = max(1.0, float(np.abs(uw).max()), float(np.abs(lw).max()))
+    assert np.allclose(uc, uw, rtol=1e-4, atol=1e-6 * scale) and np.allclose(lc, lw, rtol=1e-4, atol=1e-6 * scale)
+    top = milp_max(net, lo, hi, split, None, None, z_obj=(0, i, 1.0))
+    bottom = -milp_max(net, lo, hi, split, None, None, z_obj=(0, i, -1.0))
+    assert uc[0] >= top - TOL * (1 + abs(top)) and lc[0] <= bottom + TOL * (1 + abs(bottom))

@@ -92,6 +92,8 @@ COUPLE_ITERATIONS = 30   # phase splits without input splits: the layers below a
                          # LipMIP 10-10-10-10-10-2 tree closed in 26.7 s (879 nodes), with these bounds in
                          # 4.5 s (1,087; 20 steps: 5.3 s, 60: 8.7 s), with the first layer under every
                          # split too in 3.9-4.9 s (869); digits 32-32 x1 11.6 -> 11.3 -> 7.9 s
+NEARER_SIDE = True       # the last ReLU layer coupled on each neuron's side nearer 0 only (`split_layer_bounds`;
+                         # dense nets: Fashion-MNIST 784-256-256-10 1.3-2x the nodes in 60 s, MNIST within noise)
 COUPLE_ITERATIONS_WIDE = 20  # ... on boxes of more than WIDE_INPUTS free inputs, where the nodes are many and
 WIDE_INPUTS = 100            # the tree gains more from nodes: MNIST 256x4 at radius 0.02, 60 s on two cores,
                              # 12 / 15 / 20 / 30 / 45 steps: 6.73 / 6.65 / 6.57 / 6.70 / 6.76 (813 / 781 / 767 /
@@ -151,6 +153,8 @@ class LipschitzBab:
         self.weights = [b.weight for b in self.blocks]
         self.split_inputs = int(np.sum(box.free)) <= INPUT_SPLIT_DIM
         self.node_lp = node_lp
+        # (convolutions: the one-sided last layer cost cifar_base_kw 7x its nodes in 60 s, 27 vs 199)
+        self.conv = any(getattr(b, "conv", None) is not None for b in self.blocks)
         self.couple_iterations = COUPLE_ITERATIONS_WIDE if int(np.sum(box.free)) > WIDE_INPUTS else COUPLE_ITERATIONS
         self.batched = None  # options of the vectorised bounds of the nodes below the root (not with node LPs)
         if not node_lp:
@@ -337,8 +341,11 @@ class LipschitzBab:
             sel = np.flatnonzero((first < j) & ~empty)
             if self._expired() or sel.size == 0:
                 break
+            # (the last ReLU layer's bounds only give its Jacobian's slopes: the side that may make
+            # a neuron stable)
             l, u = split_layer_bounds(self.blocks, lo[sel], hi[sel], [p[sel] for p in pre_lo], [p[sel] for p in pre_hi],
-                                      [f[sel] for f in fixed], j, self.couple_iterations, self._deadline())
+                                      [f[sel] for f in fixed], j, self.couple_iterations, self._deadline(),
+                                      nearer_side=NEARER_SIDE and j == K - 1 and not self.conv)
             (pre_lo[j][sel],), (pre_hi[j][sel],) = clamp_splits([l], [u], [fixed[j][sel]])
             empty[sel] |= np.any(pre_lo[j][sel] > pre_hi[j][sel], axis=1)  # (no later layer for those)
         for k, b in enumerate(todo):

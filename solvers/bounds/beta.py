@@ -73,12 +73,18 @@ def multipliers(blocks: list[Affine], c: np.ndarray, pre_lo, pre_hi, split, alph
     nus: list[np.ndarray] = [np.zeros(0)] * K + [c]
     nu = c
     for t in range(K - 1, -1, -1):
-        g = rmul(nu, blocks[t + 1].weight)
+        g = _times(nu, blocks[t + 1].weight) if t == K - 1 else rmul(nu, blocks[t + 1].weight)
         nu = _relax(np, g, pre_lo[t], pre_hi[t], alpha[t]) + beta[t] * split[t]
         if obj is not None and obj[t] is not None:
             nu = nu + obj[t]
         nus[t] = nu
     return nus
+
+
+def _times(c: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """c @ W for the output multipliers c: zeros without the product when c = 0 (the bounds of a
+    sub-network's neurons have no output term: `split_input_layer_bounds`, `split_neuron_bounds`)."""
+    return rmul(c, W) if np.any(c) else np.zeros(c.shape[:-1] + (W.shape[1],))
 
 
 def _relax(xp, g, l, u, alpha):
@@ -132,8 +138,11 @@ def dual_upper(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo: lis
             # z's coefficient nu - o: one more rounding, inside the allowance's 3 per summand (the
             # products below are then of this float)
             nu = nu - obj[t]
-        g = rmul(nu_up, W)
-        gerr = 2.0 * gamma(W.shape[0] + 2) * rmul_abs(np.abs(nu_up), W) + _TINY if rigorous else 0.0
+        if t == K - 1 and not np.any(nu_up):  # no output term: g = 0 exactly, no product error
+            g, gerr = np.zeros((P, W.shape[1])), (_TINY if rigorous else 0.0)
+        else:
+            g = rmul(nu_up, W)
+            gerr = 2.0 * gamma(W.shape[0] + 2) * rmul_abs(np.abs(nu_up), W) + _TINY if rigorous else 0.0
         l, u = pre_lo[t], pre_hi[t]
         empty |= np.any(l > u, axis=1)
         amax = np.maximum(u, 0.0)
@@ -190,7 +199,7 @@ def optimise(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo, pre_h
     beta = [np.zeros_like(a) for a in alpha] if beta is None else beta
     if iterations <= 0:
         return (alpha, beta, alpha, beta) if warm_last else (alpha, beta)
-    live = _live_neurons(blocks, pre_lo, pre_hi, split, obj)
+    live = _live_neurons(blocks, pre_lo, pre_hi, split, obj, c)
     if live is None:
         return _optimise_steps(blocks, lo, hi, pre_lo, pre_hi, split, c, e, alpha, beta, iterations, lr_alpha,
                                lr_beta, warm_last, obj)
@@ -253,16 +262,21 @@ def _optimise_steps(blocks, lo, hi, pre_lo, pre_hi, split, c, e, alpha, beta, it
     return tuple([x.astype(np.float64) for x in views(y)] for y in pairs)
 
 
-def _live_neurons(blocks, pre_lo, pre_hi, split, obj) -> list[np.ndarray] | None:
+def _live_neurons(blocks, pre_lo, pre_hi, split, obj, c) -> list[np.ndarray] | None:
     """Per ReLU layer, the neurons some problem needs (`live.live_neurons`): not inactive (u <= 0
     and l < 0, as `_Net32` reads the bounds), or split, or with an objective term. An inactive
     neuron's relaxation is a = 0 (its slope 0, no multiplier of its own), so its nu is 0 and the
     bound does not depend on its alpha / beta: the dual bound of the sub-network without it is the
-    same function of the other neurons' alpha / beta. None also for convolutions."""
+    same function of the other neurons' alpha / beta. With c = 0 (a sub-network's neurons bounded
+    under splits) the last ReLU layer's g is 0: there only split neurons and objective terms have a
+    multiplier (nu = beta s + o), the others' terms are max(0 l, 0 u, floor) = 0. None also for
+    convolutions."""
     if any(getattr(b, "conv", None) is not None for b in blocks):
         return None
-    needed = [(u > 0) | (l >= 0) | (s != 0) | (False if obj is None or obj[t] is None else obj[t] != 0)
-              for t, (l, u, s) in enumerate(zip(pre_lo, pre_hi, split))]
+    term = [(s != 0) | (False if obj is None or obj[t] is None else obj[t] != 0) for t, s in enumerate(split)]
+    needed = [(u > 0) | (l >= 0) | x for l, u, x in zip(pre_lo, pre_hi, term)]
+    if needed and not np.any(c):
+        needed[-1] = term[-1]
     return live_neurons(needed, [b.weight for b in blocks])
 
 
@@ -309,6 +323,7 @@ class _Net32:
         self.S = [np.asarray(s, dtype=f32) for s in split]
         self.split_any = [bool(np.any(s)) for s in self.S]
         self.C = np.asarray(c, dtype=f32)
+        self.g_top: np.ndarray | None = None
         self.E = None if e is None or not np.any(e) else np.asarray(np.broadcast_to(e, (P, lo.shape[-1])), dtype=f32)
         self.unst = [(l < 0) & (u > 0) for l, u in zip(self.L, self.U)]
         self.act = [l >= 0 for l in self.L]
@@ -323,6 +338,14 @@ class _Net32:
         self.floor = [_floor(q, f32) for q in self.unst]
         self.O = [None if obj is None or o is None else np.asarray(o, dtype=f32) for o in (obj or [None] * self.K)]
 
+    def _top(self) -> np.ndarray:
+        """g_{K-1} = c W_K, the same at every step (read only): computed once, without the
+        product when c = 0 (a sub-network's neurons bounded with no output term)."""
+        if self.g_top is None:
+            self.g_top = (self.fwd[self.K](self.C) if np.any(self.C) else
+                          np.zeros((self.C.shape[0], self.W[self.K].shape[1]), dtype=self.dtype))
+        return self.g_top
+
     def value(self, A, Bt, gradient: bool = True, grad_out=None):
         """The bound (P,) for slopes A and split multipliers Bt, and its gradient (dA + dB lists;
         with `grad_out` = (dA, dB), lists of arrays, written into those instead)."""
@@ -331,7 +354,7 @@ class _Net32:
         val = self.C @ self.b[K]
         saved = []
         for t in range(K - 1, -1, -1):
-            g = self.fwd[t + 1](nu)
+            g = self._top() if t == K - 1 else self.fwd[t + 1](nu)
             pos = (g > 0).astype(g.dtype)
             # d nu_t / d g: the upper chord's slope where g > 0, else alpha (unstable) / the exact slope
             neg_slope = A[t] * self.unst_f[t] + self.stable_slope[t]
@@ -362,7 +385,7 @@ class _Net32:
         if not gradient:
             return val, None
         if self.bwd is None:
-            self.bwd = [multiplier(W.T, self.dtype) for W in self.W]
+            self.bwd = [multiplier(W.T, self.dtype) for W in self.W[:K]]
         dA: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * K
         dB: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * K
         if grad_out is not None:
@@ -385,8 +408,9 @@ class _Net32:
                 np.multiply((1 - pos) * gnu, g, out=dA[t])
                 if self.split_any[t]:
                     np.multiply(gnu, self.S[t], out=dB[t])
-            dg = z * (self.act_f[t] + u_wins * (self.notin_f[t] - self.act_f[t])) + gnu * coef
-            down = self.bwd[t + 1](dg)  # d val / d nu_{t+1} through g_t = nu_{t+1} W_{t+1}
+            if t + 1 < K:  # (nu_K = c is no variable)
+                dg = z * (self.act_f[t] + u_wins * (self.notin_f[t] - self.act_f[t])) + gnu * coef
+                down = self.bwd[t + 1](dg)  # d val / d nu_{t+1} through g_t = nu_{t+1} W_{t+1}
         return val, (None if grad_out is not None else dA + dB)
 
 
@@ -425,7 +449,7 @@ def beta_upper(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo: lis
     nus = multipliers(blocks, c, pre_lo, pre_hi, split, alpha, beta, obj)
     upper, x_best = dual_upper(blocks, lo, hi, pre_lo, pre_hi, nus, e, obj=obj)
     K = len(blocks) - 1
-    g = [rmul(nus[t + 1], blocks[t + 1].weight) for t in range(K)]
+    g = [(_times if t == K - 1 else rmul)(nus[t + 1], blocks[t + 1].weight) for t in range(K)]
     return SplitBounds(upper, x_best, g, alpha, beta, warm_alpha, warm_beta)
 
 
@@ -470,7 +494,7 @@ def clamp_splits(pre_lo: list[np.ndarray], pre_hi: list[np.ndarray], split: list
 
 def split_layer_bounds(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre_lo: list[np.ndarray],
                        pre_hi: list[np.ndarray], split: list[np.ndarray], j: int, iterations: int = 20,
-                       deadline: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+                       deadline: float | None = None, nearer_side: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Sound bounds of the pre-activations z_j of ReLU layer j of B nodes: node b's box lo[b] <= x <=
     hi[b] (B, n) restricted to its split phases `split[t][b]` of layers t < j, given bounds (B, n_t)
     of those layers valid there (split neurons clamped). Each unstable neuron's max z and max -z is
@@ -479,10 +503,22 @@ def split_layer_bounds(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre
     at most SPLIT_LAYER_FLOATS floats per (problem x neuron) array, until `deadline` (the
     neurons not reached keep their bounds). Returns (l_j, u_j) (B, n_j) intersected with the given
     ones; l > u somewhere in a node whose phases (split or implied) cannot hold together on its box
-    (a node whose given bounds cross already keeps its layer j as given)."""
+    (a node whose given bounds cross already keeps its layer j as given).
+
+    `nearer_side`: each neuron's bound on the side nearer 0 only (max z where u <= -l, else max -z),
+    half the problems, for callers that read the layer's phases only (the last ReLU layer of the
+    Lipschitz tree: its Jacobian's slopes): the side that may make the neuron stable."""
     l_j, u_j = pre_lo[j].copy(), pre_hi[j].copy()
-    for nd, nr, sub in _neuron_problems(lo, hi, pre_lo, pre_hi, split, j, j, deadline):
+    for nd, nr, sub in _neuron_problems(lo, hi, pre_lo, pre_hi, split, j, j, deadline, both=not nearer_side):
         m = nd.size
+        if nearer_side:
+            up = u_j[nd, nr] <= -l_j[nd, nr]
+            c = np.zeros((m, l_j.shape[1]))
+            c[np.arange(m), nr] = np.where(up, 1.0, -1.0)
+            res = beta_upper(blocks[: j + 1], *sub, c, iterations=iterations)
+            u_j[nd[up], nr[up]] = np.minimum(u_j[nd[up], nr[up]], res.upper[up])
+            l_j[nd[~up], nr[~up]] = np.maximum(l_j[nd[~up], nr[~up]], -res.upper[~up])
+            continue
         c = np.zeros((2 * m, l_j.shape[1]))
         c[np.arange(m), nr] = 1.0
         c[m + np.arange(m), nr] = -1.0
@@ -547,16 +583,18 @@ def _unstable_batches(n_in: int, pre_lo, pre_hi, layer: int, depth: int, deadlin
         yield node[start:start + step], neuron[start:start + step]
 
 
-def _neuron_problems(lo, hi, pre_lo, pre_hi, split, layer: int, depth: int, deadline: float | None):
+def _neuron_problems(lo, hi, pre_lo, pre_hi, split, layer: int, depth: int, deadline: float | None,
+                     both: bool = True):
     """The problem pairs (max z, max -z) of the unstable neurons of `layer` over the sub-network's
     ReLU layers 0..depth-1, in batches within SPLIT_LAYER_FLOATS, until `deadline`: (nodes,
     neurons, the `beta_upper` arguments lo, hi, pre_lo, pre_hi, split of each problem, rows stacked
-    max first; `_unstable_batches`)."""
+    max first; `_unstable_batches`); with `both=False` one problem per neuron."""
     # nodes that differ by their phases only (no input split) share one box: the bound's input term is
     # then two matrix-vector products instead of passes over (problems x inputs) arrays
     shared = lo.shape[0] == 1 or (np.all(lo == lo[0]) and np.all(hi == hi[0]))
-    for nd, nr in _unstable_batches(lo.shape[1], pre_lo, pre_hi, layer, depth, deadline, SPLIT_LAYER_FLOATS):
-        rows = np.concatenate([nd, nd])
+    floats = SPLIT_LAYER_FLOATS if both else 2 * SPLIT_LAYER_FLOATS  # (`_unstable_batches` counts pairs)
+    for nd, nr in _unstable_batches(lo.shape[1], pre_lo, pre_hi, layer, depth, deadline, floats):
+        rows = np.concatenate([nd, nd]) if both else nd
         box = (lo[:1], hi[:1]) if shared else (lo[rows], hi[rows])
         yield nd, nr, (*box, [a[rows] for a in pre_lo[:depth]], [a[rows] for a in pre_hi[:depth]],
                        [np.asarray(s[rows], dtype=np.float64) for s in split[:depth]])
