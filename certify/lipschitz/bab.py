@@ -341,8 +341,9 @@ class LipschitzBab:
             sel = np.flatnonzero((first < j) & ~empty)
             if self._expired() or sel.size == 0:
                 break
-            # (the last ReLU layer's bounds only give its Jacobian's slopes: the side that may make
-            # a neuron stable)
+            # (the last ReLU layer's bounds serve mainly its Jacobian's slopes: the side that may
+            # make a neuron stable; the far side keeps the parent's bound for the branching score and
+            # a MILP finisher's big-M, sound and a little looser)
             l, u = split_layer_bounds(self.blocks, lo[sel], hi[sel], [p[sel] for p in pre_lo], [p[sel] for p in pre_hi],
                                       [f[sel] for f in fixed], j, self.couple_iterations, self._deadline(),
                                       nearer_side=NEARER_SIDE and j == K - 1 and not self.conv)

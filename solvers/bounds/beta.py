@@ -510,21 +510,16 @@ def split_layer_bounds(blocks: list[Affine], lo: np.ndarray, hi: np.ndarray, pre
     Lipschitz tree: its Jacobian's slopes): the side that may make the neuron stable."""
     l_j, u_j = pre_lo[j].copy(), pre_hi[j].copy()
     for nd, nr, sub in _neuron_problems(lo, hi, pre_lo, pre_hi, split, j, j, deadline, both=not nearer_side):
-        m = nd.size
-        if nearer_side:
-            up = u_j[nd, nr] <= -l_j[nd, nr]
-            c = np.zeros((m, l_j.shape[1]))
-            c[np.arange(m), nr] = np.where(up, 1.0, -1.0)
-            res = beta_upper(blocks[: j + 1], *sub, c, iterations=iterations)
-            u_j[nd[up], nr[up]] = np.minimum(u_j[nd[up], nr[up]], res.upper[up])
-            l_j[nd[~up], nr[~up]] = np.maximum(l_j[nd[~up], nr[~up]], -res.upper[~up])
-            continue
-        c = np.zeros((2 * m, l_j.shape[1]))
-        c[np.arange(m), nr] = 1.0
-        c[m + np.arange(m), nr] = -1.0
+        if nearer_side:  # one problem per neuron, max z (+1) or max -z (-1)
+            sign = np.where(u_j[nd, nr] <= -l_j[nd, nr], 1.0, -1.0)
+        else:  # the pairs, max first
+            sign, nd, nr = np.repeat([1.0, -1.0], nd.size), np.concatenate([nd, nd]), np.concatenate([nr, nr])
+        c = np.zeros((sign.size, l_j.shape[1]))
+        c[np.arange(sign.size), nr] = sign
         res = beta_upper(blocks[: j + 1], *sub, c, iterations=iterations)
-        u_j[nd, nr] = np.minimum(u_j[nd, nr], res.upper[:m])
-        l_j[nd, nr] = np.maximum(l_j[nd, nr], -res.upper[m:])
+        up = sign > 0
+        u_j[nd[up], nr[up]] = np.minimum(u_j[nd[up], nr[up]], res.upper[up])
+        l_j[nd[~up], nr[~up]] = np.maximum(l_j[nd[~up], nr[~up]], -res.upper[~up])
     return l_j, u_j
 
 
